@@ -1,0 +1,91 @@
+"""The agents API: an agent turns a task view and a toolbox into a submission."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from itbench.domain import Domain
+from itbench.models import ScenarioSpec, Submission, TaskView, Usage
+from itbench.tools import Toolbox
+
+
+class Agent(ABC):
+    """Base class of agents.
+
+    One instance is created per trial by its :class:`AgentSpec` factory. ``run`` may call
+    ``toolbox.call(name, **args)`` any number of times before the task's deadline and
+    returns a submission of the domain's submission model (``task.output_schema``), or
+    ``None`` to submit nothing. An agent may fill :attr:`usage` with token counts and cost.
+    """
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+
+    @abstractmethod
+    def run(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
+        """Work on the task and return a submission."""
+
+
+@dataclass
+class AgentContext:
+    """What an agent factory gets. ``scenario`` is set only for privileged agents (the oracle)."""
+
+    domain: Domain
+    scenario: ScenarioSpec | None = None
+
+
+@dataclass
+class AgentSpec:
+    """A registered agent.
+
+    Attributes:
+        name: Name used by ``--agent`` (namespaced names like ``vendor/model`` are fine).
+        factory: Builds an agent for one trial.
+        description: One line for listings.
+        privileged: When true the factory receives the scenario, ground truth included. Only
+            reference agents may be privileged; results of privileged agents are labelled.
+        domains: Domains the agent can work on (empty: all).
+    """
+
+    name: str
+    factory: Callable[[AgentContext], Agent]
+    description: str = ""
+    privileged: bool = False
+    domains: list[str] = field(default_factory=list)
+
+
+class NoopAgent(Agent):
+    """Submits nothing and calls no tool: every valid scenario must fail it."""
+
+    def run(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
+        """Return nothing."""
+        return None
+
+
+class OracleAgent(Agent):
+    """Delegates to the domain's reference solution, which reads ground truth."""
+
+    def __init__(self, ctx: AgentContext) -> None:
+        super().__init__()
+        if ctx.scenario is None:
+            raise ValueError("the oracle agent needs the scenario")
+        self.domain = ctx.domain
+        self.scenario = ctx.scenario
+
+    def run(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
+        """Run the domain's oracle."""
+        return self.domain.oracle(self.scenario, task, toolbox)
+
+
+class BaselineAgent(Agent):
+    """Delegates to the domain's deterministic heuristic baseline."""
+
+    def __init__(self, ctx: AgentContext) -> None:
+        super().__init__()
+        self.domain = ctx.domain
+
+    def run(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
+        """Run the domain's baseline."""
+        return self.domain.baseline(task, toolbox)

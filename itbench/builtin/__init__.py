@@ -1,0 +1,1 @@
+"""Core parts of itbench, registered as plugins like any other."""

@@ -1,0 +1,153 @@
+"""The domain contract: what one family of scenarios provides to the runner."""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from itbench.models import Evaluation, ScenarioSpec, Submission, TaskView
+from itbench.tools import Tool, Toolbox
+
+
+class InfrastructureError(Exception):
+    """Setup, injection, readiness or teardown failed: the trial is an ``error``, not a failure."""
+
+
+@dataclass
+class TrialContext:
+    """What the runner hands a domain for one trial.
+
+    Attributes:
+        trial_id: Unique id of the trial inside its run.
+        seed: Seed for every random choice of the trial.
+        trial_dir: Harness-private directory for artifacts (logs, journals). Agents never see it.
+        workspace: The agent's private working directory.
+        port_base: First TCP port of the block reserved for this trial (127.0.0.1 only).
+        port_count: Number of ports in the block.
+        options: Run-wide domain options (``--option key=value``).
+        log: Logger for harness-side messages of this trial.
+    """
+
+    trial_id: str
+    seed: int
+    trial_dir: Path
+    workspace: Path
+    port_base: int
+    port_count: int
+    options: dict[str, Any] = field(default_factory=dict)
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("itbench.trial"))
+
+    def port(self, offset: int) -> int:
+        """Port number ``offset`` of this trial's block."""
+        if not 0 <= offset < self.port_count:
+            raise InfrastructureError(f"port offset {offset} outside block of {self.port_count}")
+        return self.port_base + offset
+
+
+class Environment(ABC):
+    """A live environment for one trial.
+
+    The runner calls, in order: :meth:`setup`, :meth:`inject`, :meth:`wait_observable`, then
+    hands :meth:`tools` to the agent, asks the domain to evaluate, and always calls
+    :meth:`teardown` (also after a failure in any earlier step, Ctrl-C or an agent hang).
+    Any step may raise :class:`InfrastructureError`.
+    """
+
+    def setup(self) -> None:  # noqa: B027 - optional step
+        """Deploy the environment (servers, seed data)."""
+
+    def inject(self) -> None:  # noqa: B027 - optional step
+        """Inject the scenario's fault(s). Control scenarios inject nothing."""
+
+    def wait_observable(self, timeout: float) -> None:  # noqa: B027 - optional step
+        """Block until the fault is observable (for example its alert fires).
+
+        Raises:
+            InfrastructureError: the fault did not become observable within ``timeout``.
+        """
+
+    @abstractmethod
+    def tools(self) -> list[Tool]:
+        """The agent's tools for this environment."""
+
+    def context(self) -> dict[str, Any]:
+        """Public facts for the task view (endpoints, credentials of the sandbox, hosts)."""
+        return {}
+
+    @abstractmethod
+    def teardown(self) -> None:
+        """Stop everything this environment started. Idempotent; must never leave processes."""
+
+
+class Domain(ABC):
+    """One family of scenarios (sre, ciso, finops, ...), registered by a plugin.
+
+    Subclasses set :attr:`name`, :attr:`spec_model` and :attr:`submission_model` and
+    implement environment creation, evaluation and the oracle.
+    """
+
+    name: ClassVar[str]
+    spec_model: ClassVar[type[ScenarioSpec]]
+    submission_model: ClassVar[type[Submission]]
+    description: ClassVar[str] = ""
+    #: Ports a trial of this domain needs in its block.
+    ports_per_trial: ClassVar[int] = 0
+
+    @abstractmethod
+    def create_environment(self, spec: ScenarioSpec, ctx: TrialContext) -> Environment:
+        """Create (not yet set up) the environment of one trial."""
+
+    def task_view(
+        self, spec: ScenarioSpec, env: Environment, ctx: TrialContext, toolbox: Toolbox, deadline: Any
+    ) -> TaskView:
+        """Build the agent's task view by whitelist from the spec's public fields."""
+        return TaskView(
+            trial_id=ctx.trial_id,
+            scenario_id=spec.id,
+            domain=spec.domain,
+            goal=spec.goal,
+            task_types=list(spec.task_types),
+            tools=toolbox.specs(),
+            workspace=ctx.workspace,
+            deadline=deadline,
+            time_limit=spec.time_limit,
+            output_schema=self.submission_model.model_json_schema(),
+            context=env.context(),
+        )
+
+    @abstractmethod
+    def evaluate(
+        self,
+        spec: ScenarioSpec,
+        env: Environment,
+        submission: Submission | None,
+        toolbox: Toolbox,
+        ctx: TrialContext,
+    ) -> Evaluation:
+        """Score a trial from the environment's final state, the submission and the journal.
+
+        Args:
+            spec: The scenario, ground truth included.
+            env: The live environment after the agent stopped.
+            submission: What the agent returned, or ``None`` when it submitted nothing.
+            toolbox: The trial's toolbox; ``toolbox.calls`` is the tool-call journal.
+            ctx: The trial context.
+        """
+
+    @abstractmethod
+    def oracle(self, spec: ScenarioSpec, task: TaskView, toolbox: Toolbox) -> Submission | None:
+        """Solve the scenario from ground truth, acting only through ``toolbox``."""
+
+    def baseline(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
+        """A deterministic heuristic agent that sees only the task view and tools."""
+        return None
+
+    def recover(self, trial_dir: Path) -> None:  # noqa: B027 - optional step
+        """Clean up after a trial whose harness process died (resume calls this).
+
+        Domains whose environments start processes should record their pids under
+        ``trial_dir`` and stop them here.
+        """

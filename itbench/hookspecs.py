@@ -1,0 +1,122 @@
+"""Hook specifications: the reference documentation of every itbench plugin hook.
+
+A plugin is a module (or object) with functions decorated by :data:`itbench.hookimpl` whose
+names match the hooks below. Plugins are found, in order: the built-in core plugins, the
+entry points of group ``itbench`` (skipped when ``ITBENCH_DISABLE_PLUGIN_AUTOLOAD=1``), then
+each ``--plugin MODULE`` option. Registration hooks return lists; the core concatenates the
+lists of all plugins. A plugin whose hook raises is reported by name and the other plugins'
+results are kept.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from itbench.agents import AgentSpec
+    from itbench.domain import Domain
+    from itbench.executors import ExecutorSpec
+    from itbench.models import RunManifest, TrialResult
+    from itbench.reporters import ReporterSpec
+    from itbench.runner import PlannedTrial
+
+hookspec = pluggy.HookspecMarker("itbench")
+
+# --- registration -----------------------------------------------------------------------
+
+
+@hookspec
+def itbench_register_domains() -> list[Domain]:
+    """Register domains.
+
+    Returns:
+        Domain instances (subclasses of :class:`itbench.domain.Domain`). Each domain name
+        must be unique across plugins; a duplicate is reported and the first one wins.
+    """
+
+
+@hookspec
+def itbench_register_catalog_paths() -> list[Path]:
+    """Register directories of scenario files.
+
+    Each directory is searched recursively for ``*.yaml`` scenario files (a scenario
+    directory holds ``scenario.yaml`` beside its data files). Community scenario packages
+    implement only this hook.
+
+    Returns:
+        Paths of catalog directories.
+    """
+
+
+@hookspec
+def itbench_register_agents() -> list[AgentSpec]:
+    """Register agents.
+
+    Returns:
+        :class:`itbench.agents.AgentSpec` objects; ``--agent NAME`` selects one by name.
+    """
+
+
+@hookspec
+def itbench_register_executors() -> list[ExecutorSpec]:
+    """Register executors that run a list of trials (local processes, a cluster, ...).
+
+    Returns:
+        :class:`itbench.executors.ExecutorSpec` objects; ``--executor NAME`` selects one.
+    """
+
+
+@hookspec
+def itbench_register_reporters() -> list[ReporterSpec]:
+    """Register reporters that turn a run's results into files (CSV, Markdown, ...).
+
+    Returns:
+        :class:`itbench.reporters.ReporterSpec` objects; ``itbench report`` runs them all.
+    """
+
+
+# --- run lifecycle ----------------------------------------------------------------------
+
+
+@hookspec
+def itbench_run_started(manifest: RunManifest, run_dir: Path) -> None:
+    """Called once before the first trial of a run (also of a resumed run).
+
+    Args:
+        manifest: The run's manifest, as written to ``manifest.json``.
+        run_dir: The run directory.
+    """
+
+
+@hookspec
+def itbench_trial_started(trial: PlannedTrial, trial_dir: Path) -> None:
+    """Called when a trial starts, before its environment is set up.
+
+    Args:
+        trial: The planned trial (scenario, agent, index, seed).
+        trial_dir: The trial's artifact directory.
+    """
+
+
+@hookspec
+def itbench_trial_finished(trial: PlannedTrial, result: TrialResult) -> None:
+    """Called after a trial's result was written to ``results.jsonl``.
+
+    Args:
+        trial: The planned trial.
+        result: Its result.
+    """
+
+
+@hookspec
+def itbench_run_finished(run_dir: Path, results: list[TrialResult]) -> None:
+    """Called once after the last trial of a run.
+
+    Args:
+        run_dir: The run directory.
+        results: Every result of the run, earlier resumed ones included.
+    """
+

@@ -1,0 +1,230 @@
+"""Pydantic models shared by the core and every domain: scenarios, tasks, submissions, results."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+#: Version of the on-disk result format (``results.jsonl`` and ``manifest.json``).
+SCHEMA_VERSION = "1.0"
+
+MetricValue = float | int | bool | None
+
+
+class Complexity(StrEnum):
+    """How hard a scenario is meant to be."""
+
+    low = "low"
+    medium = "medium"
+    high = "high"
+
+
+class TrialStatus(StrEnum):
+    """Outcome of one trial.
+
+    ``error`` is an infrastructure failure (setup, injection, readiness, evaluation or
+    teardown broke); it is never counted against the agent. ``timeout`` means the agent
+    exceeded its wall-clock limit, which is an agent failure.
+    """
+
+    passed = "passed"
+    failed = "failed"
+    error = "error"
+    timeout = "timeout"
+
+
+class ScenarioSpec(BaseModel):
+    """Base of every domain's scenario spec.
+
+    A domain subclasses it, narrows ``domain`` to a ``Literal`` and adds its own fields
+    (environment, fault, ground truth). Ground truth is read only by the evaluator and
+    the oracle; the task view is built from a whitelist of public fields.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(description="Unique id `domain/name`, plus a variant suffix from a matrix.")
+    domain: str = Field(description="Name of the domain plugin that runs this scenario.")
+    title: str = Field(default="", description="One-line human title.")
+    description: str = Field(default="", description="Longer description for catalog readers.")
+    goal: str = Field(description="The task text handed to the agent.")
+    tags: list[str] = Field(default_factory=list)
+    complexity: Complexity = Complexity.medium
+    task_types: list[str] = Field(min_length=1, description="detection, localization, ...")
+    time_limit: float = Field(default=300.0, gt=0, description="Agent wall-clock limit, seconds.")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Matrix parameters this variant was expanded from."
+    )
+
+    _source_path: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source_path(self) -> Path | None:
+        """File this scenario was loaded from (``None`` when built in code)."""
+        return self._source_path
+
+    @property
+    def source_dir(self) -> Path | None:
+        """Directory holding the scenario file and any data files beside it."""
+        return self._source_path.parent if self._source_path else None
+
+    def summary(self) -> dict[str, Any]:
+        """Public catalog fields, as printed by ``itbench list --json``."""
+        return {
+            "id": self.id,
+            "domain": self.domain,
+            "title": self.title,
+            "tags": list(self.tags),
+            "complexity": self.complexity.value,
+            "task_types": list(self.task_types),
+            "time_limit": self.time_limit,
+        }
+
+
+class ToolSpec(BaseModel):
+    """A tool as the agent sees it: name, description and JSON-schema parameters."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = Field(description="JSON Schema of the keyword arguments.")
+    action: bool = Field(default=False, description="True when the tool changes the environment.")
+
+
+class TaskView(BaseModel):
+    """Everything an agent is given for one trial. It never contains ground truth."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    trial_id: str
+    scenario_id: str
+    domain: str
+    goal: str
+    task_types: list[str]
+    tools: list[ToolSpec]
+    workspace: Path = Field(description="Private directory the agent may write to.")
+    deadline: datetime = Field(description="Wall-clock time after which tool calls are refused.")
+    time_limit: float
+    output_schema: dict[str, Any] = Field(description="JSON Schema of the submission.")
+    context: dict[str, Any] = Field(
+        default_factory=dict, description="Domain-specific public facts (endpoints, hosts...)."
+    )
+
+
+class Submission(BaseModel):
+    """Base of every domain's submission. Agents return one (or ``None`` for nothing)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    notes: str = Field(default="", description="Free text from the agent; never scored.")
+
+
+class Evaluation(BaseModel):
+    """What a domain's evaluator returns for one trial."""
+
+    passed: bool
+    metrics: dict[str, MetricValue] = Field(default_factory=dict)
+    details: dict[str, Any] = Field(
+        default_factory=dict, description="Explanations written to the trial's artifacts."
+    )
+    time_to_detect: float | None = None
+    time_to_mitigate: float | None = None
+
+
+class Timings(BaseModel):
+    """Seconds spent in each phase of a trial (``None`` when a phase did not run)."""
+
+    setup: float | None = None
+    inject: float | None = None
+    ready: float | None = None
+    agent: float | None = None
+    evaluate: float | None = None
+    teardown: float | None = None
+    total: float | None = None
+    time_to_detect: float | None = None
+    time_to_mitigate: float | None = None
+
+
+class Usage(BaseModel):
+    """Model usage an agent may report."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+class TrialResult(BaseModel):
+    """One finished trial: a line of ``results.jsonl``."""
+
+    schema_version: str = SCHEMA_VERSION
+    run_id: str
+    trial_id: str
+    scenario_id: str
+    domain: str
+    agent: str
+    trial_index: int
+    seed: int
+    status: TrialStatus
+    metrics: dict[str, MetricValue] = Field(default_factory=dict)
+    timings: Timings = Field(default_factory=Timings)
+    steps: int = 0
+    tool_calls: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    error: str | None = Field(default=None, description="Reason for an error or timeout.")
+    tags: list[str] = Field(default_factory=list)
+    complexity: Complexity | None = None
+    task_types: list[str] = Field(default_factory=list)
+    started_at: datetime
+    finished_at: datetime
+    versions: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        """Whether the trial passed."""
+        return self.status is TrialStatus.passed
+
+
+class RunConfig(BaseModel):
+    """The options of one ``itbench evaluate`` run, enough to resume it."""
+
+    agent: str
+    scenarios: list[str] = Field(default_factory=lambda: ["*"])
+    tags: list[str] = Field(default_factory=list)
+    domains: list[str] = Field(default_factory=list)
+    complexity: list[Complexity] = Field(default_factory=list)
+    trials: int = Field(default=1, ge=1)
+    seed: int = 0
+    timeout: float | None = Field(default=None, gt=0)
+    workers: int = Field(default=1, ge=1)
+    executor: str = "local"
+    plugins: list[str] = Field(default_factory=list)
+    scenario_paths: list[str] = Field(default_factory=list)
+    options: dict[str, Any] = Field(default_factory=dict, description="Domain options.")
+
+
+class HostInfo(BaseModel):
+    """The machine a run happened on."""
+
+    hostname: str
+    platform: str
+    python: str
+    cpus: int
+    memory_bytes: int | None = None
+
+
+class RunManifest(BaseModel):
+    """``manifest.json`` of a run directory."""
+
+    schema_version: str = SCHEMA_VERSION
+    kind: Literal["itbench-run"] = "itbench-run"
+    run_id: str
+    created_at: datetime
+    config: RunConfig
+    packages: dict[str, str]
+    git_revision: str | None
+    host: HostInfo
+    seeds: dict[str, int] = Field(description="Seed of each planned trial, by trial id.")
+    scenario_ids: list[str]

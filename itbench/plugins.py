@@ -1,0 +1,186 @@
+"""Plugin manager factory, plugin discovery and fault-isolated hook calls."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata as md
+import os
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from itbench import hookspecs
+
+ENTRY_POINT_GROUP = "itbench"
+DISABLE_AUTOLOAD_ENV = "ITBENCH_DISABLE_PLUGIN_AUTOLOAD"
+
+#: Core plugins, registered first, in this order.
+BUILTIN_PLUGINS = (
+    "itbench.builtin.agents",
+    "itbench.builtin.executors",
+    "itbench.builtin.reporters",
+    "itbench.builtin.catalog",
+)
+
+
+@dataclass
+class PluginInfo:
+    """Where a plugin came from."""
+
+    name: str
+    source: str  # "builtin", "entrypoint" or "option"
+    distribution: str | None = None
+    version: str | None = None
+    module: str | None = None
+
+
+@dataclass
+class PluginProblem:
+    """A plugin that failed to import, or whose hook raised."""
+
+    plugin: str
+    reason: str
+    hook: str | None = None
+
+    def line(self) -> str:
+        """One human line naming the plugin and the reason."""
+        where = f" in hook {self.hook}" if self.hook else ""
+        return f"plugin {self.plugin!r}{where}: {self.reason}"
+
+
+@dataclass
+class PluginHost:
+    """A pluggy manager plus what was learned while loading plugins."""
+
+    pm: pluggy.PluginManager
+    infos: dict[str, PluginInfo] = field(default_factory=dict)
+    problems: list[PluginProblem] = field(default_factory=list)
+
+    def call_list(self, hook_name: str, **kwargs: Any) -> list[tuple[str, Any]]:
+        """Call a registration hook implementation by implementation.
+
+        A raising implementation is recorded in :attr:`problems` and skipped.
+
+        Returns:
+            ``(plugin name, item)`` for every item of every returned list.
+        """
+        out: list[tuple[str, Any]] = []
+        for name, value in self.call_each(hook_name, **kwargs):
+            if value is None:
+                continue
+            if not isinstance(value, list | tuple):
+                self._problem(name, f"returned {type(value).__name__}, expected a list", hook_name)
+                continue
+            out.extend((name, item) for item in value)
+        return out
+
+    def call_each(self, hook_name: str, **kwargs: Any) -> list[tuple[str, Any]]:
+        """Call every implementation of ``hook_name``, isolating failures.
+
+        Returns:
+            ``(plugin name, return value)`` of each implementation that did not raise, in
+            registration order.
+        """
+        hook = getattr(self.pm.hook, hook_name)
+        results: list[tuple[str, Any]] = []
+        for impl in reversed(hook.get_hookimpls()):  # pluggy lists last-registered first
+            args = {a: kwargs[a] for a in impl.argnames}
+            try:
+                results.append((impl.plugin_name, impl.function(**args)))
+            except Exception as exc:
+                self._problem(impl.plugin_name, f"{type(exc).__name__}: {exc}", hook_name)
+        return results
+
+    def _problem(self, plugin: str, reason: str, hook: str | None = None) -> None:
+        problem = PluginProblem(plugin, reason, hook)
+        if all(p.line() != problem.line() for p in self.problems):
+            self.problems.append(problem)
+
+    def hooks_of(self, plugin_name: str) -> list[str]:
+        """Names of the hooks a plugin implements."""
+        plugin = self.pm.get_plugin(plugin_name)
+        if plugin is None:
+            return []
+        return sorted(h.name for h in self.pm.get_hookcallers(plugin) or [])
+
+
+def _register(host: PluginHost, module: ModuleType | object, info: PluginInfo) -> None:
+    try:
+        host.pm.register(module, name=info.name)
+    except Exception as exc:
+        host._problem(info.name, f"failed to register: {type(exc).__name__}: {exc}")
+        return
+    host.infos[info.name] = info
+
+
+def _import(host: PluginHost, name: str, module_name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(module_name)
+    except Exception as exc:
+        host._problem(name, f"failed to import {module_name}: {type(exc).__name__}: {exc}")
+        return None
+
+
+def make_plugin_manager(
+    plugins: list[str] | None = None, *, autoload: bool | None = None
+) -> PluginHost:
+    """Build a plugin manager with the core, entry-point and ``--plugin`` plugins.
+
+    Args:
+        plugins: Extra plugin module names (``--plugin MODULE``), registered last.
+        autoload: Load entry points of group ``itbench``; by default true unless
+            ``ITBENCH_DISABLE_PLUGIN_AUTOLOAD`` is set to a non-empty value other than ``0``.
+
+    Returns:
+        The plugin host; import or registration problems are in ``host.problems``.
+    """
+    pm = pluggy.PluginManager("itbench")
+    pm.add_hookspecs(hookspecs)
+    host = PluginHost(pm)
+    core_version = _dist_version("itbench")
+    for module_name in BUILTIN_PLUGINS:
+        module = importlib.import_module(module_name)
+        short = module_name.rsplit(".", 1)[1]
+        _register(
+            host,
+            module,
+            PluginInfo(f"itbench.{short}", "builtin", "itbench", core_version, module_name),
+        )
+    if autoload is None:
+        autoload = os.environ.get(DISABLE_AUTOLOAD_ENV, "") in ("", "0")
+    if autoload:
+        seen: set[str] = set()
+        for ep in sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            if ep.name in seen:
+                continue
+            seen.add(ep.name)
+            dist = ep.dist
+            info = PluginInfo(
+                ep.name,
+                "entrypoint",
+                dist.metadata["Name"] if dist else None,
+                dist.version if dist else None,
+                ep.value,
+            )
+            try:
+                obj = ep.load()
+            except Exception as exc:
+                host._problem(ep.name, f"failed to import {ep.value}: {type(exc).__name__}: {exc}")
+                continue
+            _register(host, obj, info)
+    for module_name in plugins or []:
+        if host.pm.get_plugin(module_name) is not None:
+            continue
+        module = _import(host, module_name, module_name)
+        if module is not None:
+            _register(host, module, PluginInfo(module_name, "option", module=module_name))
+    return host
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None

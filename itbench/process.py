@@ -1,0 +1,181 @@
+"""Helpers for environments that start local server processes.
+
+Every process is started in its own session (so its whole group can be signalled), bound to
+127.0.0.1 by its caller, and recorded in a pid file under the trial directory, so that
+``Domain.recover`` can stop what a killed harness left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from itbench.domain import InfrastructureError
+
+PID_DIR = "pids"
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    os.setsid()
+    # Linux only: the child gets SIGTERM when the thread that started it dies (SIGKILL of the
+    # harness included). Harmless where prctl is missing.
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something accepts TCP connections on ``host:port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex((host, port)) == 0
+
+
+def wait_for_port(port: int, timeout: float, host: str = "127.0.0.1", proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Wait until ``host:port`` accepts connections.
+
+    Raises:
+        InfrastructureError: the port did not open in time, or ``proc`` exited first.
+    """
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if port_open(port, host):
+            return
+        if proc is not None and proc.poll() is not None:
+            raise InfrastructureError(f"process exited with {proc.returncode} before port {port} opened")
+        time.sleep(0.02)
+    raise InfrastructureError(f"port {host}:{port} did not open within {timeout:.1f}s")
+
+
+class ManagedProcess:
+    """A server process owned by one trial.
+
+    Args:
+        name: Short name, used for the log and pid files.
+        argv: Command line.
+        trial_dir: The trial's artifact directory (logs and pid files go there).
+        env: Extra environment variables.
+        cwd: Working directory.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        trial_dir: Path,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.trial_dir = trial_dir
+        self.env = {**os.environ, **(env or {})}
+        self.cwd = cwd
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = trial_dir / "logs" / f"{name}.log"
+
+    def start(self, wait_port: int | None = None, timeout: float = 15.0) -> ManagedProcess:
+        """Start the process; optionally wait until it listens on ``wait_port``."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            try:
+                self.proc = subprocess.Popen(
+                    self.argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=self.cwd,
+                    env=self.env,
+                    preexec_fn=_die_with_parent,  # noqa: PLW1509 - no threads touched in the child
+                )
+            except OSError as exc:
+                raise InfrastructureError(f"cannot start {self.name}: {exc}") from exc
+        record_pid(self.trial_dir, self.name, self.proc.pid)
+        if wait_port is not None:
+            try:
+                wait_for_port(wait_port, timeout, proc=self.proc)
+            except InfrastructureError as exc:
+                self.stop()
+                tail = self.log_tail()
+                raise InfrastructureError(f"{self.name}: {exc}; log: {tail}") from None
+        return self
+
+    def log_tail(self, lines: int = 5) -> str:
+        """Last lines of the process log, for error messages."""
+        try:
+            return " | ".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        """Whether the process is running."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the process group: SIGTERM, then SIGKILL after ``timeout``. Idempotent."""
+        if self.proc is None:
+            return
+        stop_group(self.proc.pid, timeout)
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=1)
+        forget_pid(self.trial_dir, self.name)
+
+
+def stop_group(pid: int, timeout: float = 5.0) -> None:
+    """Send SIGTERM to the process group of ``pid``, then SIGKILL if it lingers."""
+    try:
+        pgid = os.getpgid(pid)
+    except ProcessLookupError:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        # Reap our own child if it is one, so it does not linger as a zombie.
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def record_pid(trial_dir: Path, name: str, pid: int) -> None:
+    """Remember ``pid`` under ``trial_dir`` so :func:`stop_recorded` can find it later."""
+    d = trial_dir / PID_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"{name}.pid").write_text(str(pid))
+
+
+def forget_pid(trial_dir: Path, name: str) -> None:
+    """Drop a pid record."""
+    with contextlib.suppress(FileNotFoundError):
+        (trial_dir / PID_DIR / f"{name}.pid").unlink()
+
+
+def stop_recorded(trial_dir: Path, timeout: float = 5.0) -> list[int]:
+    """Stop every process group recorded under ``trial_dir``; returns the pids signalled."""
+    stopped: list[int] = []
+    d = trial_dir / PID_DIR
+    if not d.is_dir():
+        return stopped
+    for pidfile in sorted(d.glob("*.pid")):
+        try:
+            pid = int(pidfile.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        stop_group(pid, timeout)
+        stopped.append(pid)
+        with contextlib.suppress(FileNotFoundError):
+            pidfile.unlink()
+    return stopped
