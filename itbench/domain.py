@@ -101,7 +101,12 @@ class Domain(ABC):
         """Create (not yet set up) the environment of one trial."""
 
     def task_view(
-        self, spec: ScenarioSpec, env: Environment, ctx: TrialContext, toolbox: Toolbox, deadline: Any
+        self,
+        spec: ScenarioSpec,
+        env: Environment,
+        ctx: TrialContext,
+        toolbox: Toolbox,
+        deadline: Any,
     ) -> TaskView:
         """Build the agent's task view by whitelist from the spec's public fields."""
         return TaskView(

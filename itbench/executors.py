@@ -23,7 +23,11 @@ class Executor(ABC):
 
     @abstractmethod
     def run(
-        self, trials: list[PlannedTrial], run_trial: TrialFn, on_result: ResultFn, cancel: threading.Event
+        self,
+        trials: list[PlannedTrial],
+        run_trial: TrialFn,
+        on_result: ResultFn,
+        cancel: threading.Event,
     ) -> None:
         """Run every trial; call ``on_result`` in the calling thread for each result.
 
@@ -52,7 +56,11 @@ class LocalExecutor(Executor):
         self.workers = max(1, workers)
 
     def run(
-        self, trials: list[PlannedTrial], run_trial: TrialFn, on_result: ResultFn, cancel: threading.Event
+        self,
+        trials: list[PlannedTrial],
+        run_trial: TrialFn,
+        on_result: ResultFn,
+        cancel: threading.Event,
     ) -> None:
         """Run trials on a thread pool, handing results back in the calling thread."""
         free_slots = list(range(self.workers))

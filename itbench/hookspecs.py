@@ -119,4 +119,3 @@ def itbench_run_finished(run_dir: Path, results: list[TrialResult]) -> None:
         run_dir: The run directory.
         results: Every result of the run, earlier resumed ones included.
     """
-

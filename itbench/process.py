@@ -38,7 +38,9 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def wait_for_port(port: int, timeout: float, host: str = "127.0.0.1", proc: subprocess.Popen[bytes] | None = None) -> None:
+def wait_for_port(
+    port: int, timeout: float, host: str = "127.0.0.1", proc: subprocess.Popen[bytes] | None = None
+) -> None:
     """Wait until ``host:port`` accepts connections.
 
     Raises:
@@ -49,7 +51,9 @@ def wait_for_port(port: int, timeout: float, host: str = "127.0.0.1", proc: subp
         if port_open(port, host):
             return
         if proc is not None and proc.poll() is not None:
-            raise InfrastructureError(f"process exited with {proc.returncode} before port {port} opened")
+            raise InfrastructureError(
+                f"process exited with {proc.returncode} before port {port} opened"
+            )
         time.sleep(0.02)
     raise InfrastructureError(f"port {host}:{port} did not open within {timeout:.1f}s")
 

@@ -188,7 +188,13 @@ class Toolbox:
             self._record(name, arguments, start, ok, result, error)
 
     def _record(
-        self, name: str, arguments: dict[str, Any], start: float, ok: bool, result: Any, error: str | None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        start: float,
+        ok: bool,
+        result: Any,
+        error: str | None,
     ) -> None:
         with self._lock:
             call = ToolCall(

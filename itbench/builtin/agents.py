@@ -16,7 +16,10 @@ def itbench_register_agents() -> list[AgentSpec]:
     return [
         AgentSpec("noop", _noop, "Submits nothing; every valid scenario fails it."),
         AgentSpec(
-            "oracle", OracleAgent, "The domain's reference solution from ground truth.", privileged=True
+            "oracle",
+            OracleAgent,
+            "The domain's reference solution from ground truth.",
+            privileged=True,
         ),
         AgentSpec("baseline", BaselineAgent, "The domain's deterministic heuristic agent."),
     ]

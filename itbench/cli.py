@@ -1,0 +1,532 @@
+"""The ``itbench`` command line."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import wraps
+from pathlib import Path
+from typing import Any
+
+import click
+from pydantic import ValidationError
+
+from itbench import __version__, console
+from itbench.models import (
+    Complexity,
+    RunConfig,
+    RunManifest,
+    ScenarioSpec,
+    Submission,
+    TaskView,
+    TrialResult,
+    TrialStatus,
+)
+from itbench.results import RunDirError, RunStore
+from itbench.runner import Runner, RunOutcome, UsageError
+from itbench.session import Bench
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _bench(plugins: tuple[str, ...], scenario_paths: tuple[str, ...]) -> Bench:
+    bench = Bench(plugins=plugins, scenario_paths=scenario_paths)
+    return bench
+
+
+def _report_problems(bench: Bench) -> None:
+    for line in bench.problem_lines():
+        console.problem(line)
+
+
+def bench_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--plugin`` and ``--scenario-path`` and pass a loaded :class:`Bench` as ``bench``."""
+
+    @click.option(
+        "--plugin", "plugins", multiple=True, metavar="MODULE", help="Load a plugin module."
+    )
+    @click.option(
+        "--scenario-path",
+        "scenario_paths",
+        multiple=True,
+        type=click.Path(file_okay=False),
+        metavar="DIR",
+        help="An extra scenario catalog directory.",
+    )
+    @wraps(fn)
+    def wrapper(plugins: tuple[str, ...], scenario_paths: tuple[str, ...], **kwargs: Any) -> Any:
+        return fn(bench=_bench(plugins, scenario_paths), **kwargs)
+
+    return wrapper
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+
+
+def _catalog(bench: Bench, quiet: bool = False) -> None:
+    """Load the catalog and print plugin problems and rejected scenario files."""
+    catalog = bench.catalog
+    _report_problems(bench)
+    if not quiet:
+        for error in catalog.errors:
+            console.problem(f"rejected scenario: {error.line()}")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="itbench")
+def cli() -> None:
+    """itbench: benchmark AI agents on real IT work (SRE, compliance, FinOps)."""
+
+
+# --- list / show ------------------------------------------------------------------------
+
+
+@cli.command("list")
+@click.argument("patterns", nargs=-1)
+@click.option("--domain", "domains", multiple=True, help="Only these domains.")
+@click.option("--tag", "tags", multiple=True, help="Only scenarios with every one of these tags.")
+@click.option("--complexity", multiple=True, type=click.Choice([c.value for c in Complexity]))
+@json_option
+@bench_options
+def list_cmd(
+    bench: Bench,
+    patterns: tuple[str, ...],
+    domains: tuple[str, ...],
+    tags: tuple[str, ...],
+    complexity: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """List scenarios (id globs like 'sre/*' select)."""
+    _catalog(bench)
+    specs = bench.catalog.select(
+        patterns or ("*",), tags=tags, domains=domains, complexity=complexity
+    )
+    rejected = len(bench.catalog.errors)
+    if as_json:
+        console.print_json([s.summary() for s in specs])
+    else:
+        rows = [
+            [s.id, s.domain, s.complexity.value, ",".join(s.task_types), ",".join(s.tags)]
+            for s in specs
+        ]
+        console.table(None, ["id", "domain", "complexity", "task types", "tags"], rows)
+        console.out.print(f"{len(specs)} scenarios, {rejected} rejected")
+    if rejected:
+        console.problem(f"{rejected} scenario file(s) rejected")
+
+
+@cli.command()
+@click.argument("scenario_id")
+@json_option
+@bench_options
+def show(bench: Bench, scenario_id: str, as_json: bool) -> None:
+    """Show the public fields of one scenario (never its ground truth)."""
+    _catalog(bench, quiet=True)
+    spec = bench.catalog.scenarios.get(scenario_id)
+    if spec is None:
+        raise click.UsageError(f"unknown scenario {scenario_id!r} (see `itbench list`)")
+    data = {**spec.summary(), "description": spec.description, "goal": spec.goal}
+    data["params"] = spec.params
+    data["source"] = str(spec.source_path) if spec.source_path else None
+    if as_json:
+        console.print_json(data)
+        return
+    for key, value in data.items():
+        text = ", ".join(value) if isinstance(value, list) else value
+        console.out.print(f"[bold]{key}[/bold]: {text}", highlight=False)
+
+
+# --- evaluate / validate ----------------------------------------------------------------
+
+
+def _parse_options(values: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--option")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _sigterm_as_interrupt() -> None:
+    """Treat SIGTERM like Ctrl-C, so teardown runs and finished trials stay recorded."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def _run(
+    bench: Bench, config: RunConfig, run_dir: Path, resume: bool, show_progress: bool
+) -> RunOutcome:
+    """Run with a progress bar; usage problems become click usage errors."""
+    with console.progress(show_progress) as bar:
+        task = bar.add_task(config.agent, total=None, last="")
+
+        def on_plan(todo: int, done: int) -> None:
+            bar.update(task, total=todo + done, completed=done)
+
+        def on_result(result: TrialResult) -> None:
+            bar.update(task, advance=1, last=f"{result.scenario_id}: {result.status.value}")
+
+        runner = Runner(bench, config, run_dir, on_result=on_result, on_plan=on_plan)
+        try:
+            return runner.run(resume=resume)
+        except (UsageError, RunDirError) as exc:
+            raise click.UsageError(str(exc)) from None
+
+
+@cli.command()
+@click.option("--agent", help="Agent name (see `itbench plugins`); required unless --resume.")
+@click.option("--scenarios", "-s", "patterns", multiple=True, help="Scenario id glob (repeatable).")
+@click.option("--domain", "domains", multiple=True)
+@click.option("--tag", "tags", multiple=True)
+@click.option("--complexity", multiple=True, type=click.Choice([c.value for c in Complexity]))
+@click.option("--trials", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Agent time limit, s.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--executor", default="local", show_default=True)
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Domain option.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Run directory.")
+@click.option("--resume", type=click.Path(file_okay=False, path_type=Path), help="Continue a run.")
+@json_option
+@click.option("--plugin", "plugins", multiple=True, metavar="MODULE", help="Load a plugin module.")
+@click.option("--scenario-path", "scenario_paths", multiple=True, metavar="DIR")
+def evaluate(
+    agent: str | None,
+    patterns: tuple[str, ...],
+    domains: tuple[str, ...],
+    tags: tuple[str, ...],
+    complexity: tuple[str, ...],
+    trials: int,
+    seed: int,
+    timeout: float | None,
+    workers: int,
+    executor: str,
+    options: tuple[str, ...],
+    out: Path | None,
+    resume: Path | None,
+    as_json: bool,
+    plugins: tuple[str, ...],
+    scenario_paths: tuple[str, ...],
+) -> None:
+    """Run an agent on scenarios and record the results.
+
+    Exits 0 when every trial ran (whatever the scores), 1 when any trial ended in an
+    infrastructure error, 2 on a usage error, 130 when interrupted.
+    """
+    if resume is not None:
+        try:
+            manifest = RunStore(resume).read_manifest()
+        except RunDirError as exc:
+            raise click.UsageError(str(exc)) from None
+        config = manifest.config
+        run_dir = resume
+    else:
+        if not agent:
+            raise click.UsageError("--agent is required (or --resume DIR)")
+        config = RunConfig(
+            agent=agent,
+            scenarios=list(patterns) or ["*"],
+            domains=list(domains),
+            tags=list(tags),
+            complexity=[Complexity(c) for c in complexity],
+            trials=trials,
+            seed=seed,
+            timeout=timeout,
+            workers=workers,
+            executor=executor,
+            plugins=list(plugins),
+            scenario_paths=[str(Path(p).resolve()) for p in scenario_paths],
+            options=_parse_options(options),
+        )
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        run_dir = out or Path("runs") / f"{stamp}-{agent.replace('/', '_')}"
+    bench = _bench(tuple(config.plugins), tuple(config.scenario_paths))
+    _catalog(bench, quiet=True)
+    _sigterm_as_interrupt()
+    try:
+        outcome = _run(bench, config, run_dir, resume is not None, show_progress=not as_json)
+    except KeyboardInterrupt:
+        done = len(RunStore(run_dir).results())
+        console.problem(
+            f"interrupted; {done} trial(s) recorded in {run_dir}; continue with --resume {run_dir}"
+        )
+        sys.exit(EXIT_INTERRUPTED)
+    _print_outcome(outcome, as_json)
+    sys.exit(EXIT_FAILED if outcome.errors else EXIT_OK)
+
+
+def _print_outcome(outcome: RunOutcome, as_json: bool) -> None:
+    if as_json:
+        console.print_json(
+            {
+                "run_dir": str(outcome.run_dir),
+                "errors": outcome.errors,
+                "results": [r.model_dump(mode="json") for r in outcome.results],
+            }
+        )
+        return
+    header, rows = console.trial_rows(outcome.results)
+    console.table(f"results: {outcome.run_dir}", header, rows)
+    counts = {s.value: sum(r.status is s for r in outcome.results) for s in TrialStatus}
+    console.out.print(", ".join(f"{n} {s}" for s, n in counts.items()), highlight=False)
+
+
+@cli.command()
+@click.argument("patterns", nargs=-1)
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Domain option.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Keep runs here.")
+@json_option
+@bench_options
+def validate(
+    bench: Bench,
+    patterns: tuple[str, ...],
+    workers: int,
+    options: tuple[str, ...],
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    """Check scenarios: the oracle must pass each one and noop must fail it.
+
+    Exits 1 when any scenario is rejected, the oracle fails, or noop passes.
+    """
+    _catalog(bench)
+    specs = bench.catalog.select(patterns or ("*",))
+    if not specs:
+        raise click.UsageError(f"no scenario matches {', '.join(patterns or ('*',))}")
+    base = out or Path(tempfile.mkdtemp(prefix="itbench-validate-"))
+    outcomes: dict[str, dict[str, TrialResult]] = {s.id: {} for s in specs}
+    _sigterm_as_interrupt()
+    try:
+        for agent in ("oracle", "noop"):
+            config = RunConfig(
+                agent=agent,
+                scenarios=[s.id for s in specs],
+                workers=workers,
+                options=_parse_options(options),
+            )
+            outcome = _run(
+                bench,
+                config,
+                base / agent,
+                resume=(base / agent / "manifest.json").exists(),
+                show_progress=not as_json,
+            )
+            for r in outcome.results:
+                outcomes[r.scenario_id][agent] = r
+    except KeyboardInterrupt:
+        console.problem(f"interrupted; partial runs in {base}")
+        sys.exit(EXIT_INTERRUPTED)
+    rows, report, bad = [], [], 0
+    for spec in specs:
+        oracle, noop = outcomes[spec.id].get("oracle"), outcomes[spec.id].get("noop")
+        ok = bool(
+            oracle
+            and oracle.status is TrialStatus.passed
+            and noop
+            and noop.status is TrialStatus.failed
+        )
+        bad += not ok
+        why = []
+        if not oracle or oracle.status is not TrialStatus.passed:
+            why.append(
+                f"oracle {oracle.status.value if oracle else 'missing'}"
+                + (f": {oracle.error}" if oracle and oracle.error else "")
+            )
+        if not noop or noop.status is not TrialStatus.failed:
+            why.append(
+                f"noop {noop.status.value if noop else 'missing'}"
+                + (f": {noop.error}" if noop and noop.error else "")
+            )
+        report.append(
+            {
+                "id": spec.id,
+                "valid": ok,
+                "oracle": oracle.status.value if oracle else None,
+                "noop": noop.status.value if noop else None,
+                "reasons": why,
+            }
+        )
+        rows.append(
+            [
+                spec.id,
+                report[-1]["oracle"] or "–",
+                report[-1]["noop"] or "–",
+                "[green]ok[/green]" if ok else "[red]INVALID[/red]",
+                "; ".join(why)[:160],
+            ]
+        )
+    rejected = len(bench.catalog.errors)
+    if as_json:
+        console.print_json(
+            {"scenarios": report, "invalid": bad, "rejected_files": rejected, "runs": str(base)}
+        )
+    else:
+        console.table("validate", ["scenario", "oracle", "noop", "verdict", "why"], rows)
+        console.out.print(
+            f"{len(specs) - bad} valid, {bad} invalid, {rejected} rejected files; runs in {base}"
+        )
+    sys.exit(EXIT_FAILED if bad or rejected else EXIT_OK)
+
+
+# --- report -----------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument(
+    "run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path)
+)
+@click.option(
+    "--k", "k", default=1, show_default=True, type=click.IntRange(min=1), help="k of pass@k."
+)
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), help="Where to write files."
+)
+@json_option
+@bench_options
+def report(
+    bench: Bench, run_dirs: tuple[Path, ...], k: int, out: Path | None, as_json: bool
+) -> None:
+    """Summarize runs: per domain and agent pass rate, pass@k, metrics, timings."""
+    from itbench.report import display_rows, results_frame, summarize
+
+    results: list[TrialResult] = []
+    for run_dir in run_dirs:
+        store = RunStore(run_dir)
+        try:
+            store.read_manifest()
+            results += store.results()
+        except RunDirError as exc:
+            raise click.UsageError(str(exc)) from None
+    summary = summarize(results_frame(results), k=k)
+    out_dir = out or run_dirs[0]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[str] = []
+    for name, reporter in bench.reporters.items():
+        try:
+            written += [str(p) for p in reporter.write(summary, out_dir)]
+        except Exception as exc:
+            console.problem(f"reporter {name!r} failed: {type(exc).__name__}: {exc}")
+    _report_problems(bench)
+    if as_json:
+        console.print_json(
+            {"summary": json.loads(summary.to_json(orient="records")), "files": written}
+        )
+        return
+    header, rows = display_rows(summary, k)
+    console.table(f"report: {', '.join(map(str, run_dirs))}", header, rows)
+    for path in written:
+        console.out.print(f"wrote {path}", highlight=False)
+
+
+# --- plugins / schema -------------------------------------------------------------------
+
+
+@cli.command()
+@json_option
+@click.option("--plugin", "plugins", multiple=True, metavar="MODULE", help="Load a plugin module.")
+def plugins(as_json: bool, plugins: tuple[str, ...]) -> None:
+    """List loaded plugins: source, distribution, version and the hooks each implements."""
+    bench = _bench(plugins, ())
+    # Calling the registration hooks surfaces plugins whose hooks raise.
+    bench.domains, bench.agents, bench.executors, bench.reporters, bench.catalog_paths  # noqa: B018
+    rows = []
+    for name, info in bench.host.infos.items():
+        rows.append(
+            {
+                "name": name,
+                "source": info.source,
+                "distribution": info.distribution,
+                "version": info.version,
+                "module": info.module,
+                "hooks": bench.host.hooks_of(name),
+            }
+        )
+    problems = [
+        {"plugin": p.plugin, "hook": p.hook, "reason": p.reason} for p in bench.host.problems
+    ]
+    if as_json:
+        console.print_json(
+            {
+                "plugins": rows,
+                "problems": problems,
+                "domains": sorted(bench.domains),
+                "agents": sorted(bench.agents),
+                "executors": sorted(bench.executors),
+                "reporters": sorted(bench.reporters),
+            }
+        )
+    else:
+        console.table(
+            "plugins",
+            ["plugin", "source", "distribution", "version", "hooks"],
+            [
+                [
+                    r["name"],
+                    r["source"],
+                    r["distribution"] or "–",
+                    r["version"] or "–",
+                    ", ".join(r["hooks"]),
+                ]
+                for r in rows
+            ],
+        )
+        console.out.print(f"domains: {', '.join(sorted(bench.domains)) or '–'}", highlight=False)
+        console.out.print(f"agents: {', '.join(sorted(bench.agents))}", highlight=False)
+    _report_problems(bench)
+
+
+@cli.command()
+@click.option(
+    "--out", default="schemas", show_default=True, type=click.Path(file_okay=False, path_type=Path)
+)
+@json_option
+@bench_options
+def schema(bench: Bench, out: Path, as_json: bool) -> None:
+    """Write the JSON Schemas of the models (and of each domain's spec and submission)."""
+    models: dict[str, type[Any]] = {
+        "scenario": ScenarioSpec,
+        "task-view": TaskView,
+        "submission": Submission,
+        "trial-result": TrialResult,
+        "run-manifest": RunManifest,
+    }
+    for name, domain in sorted(bench.domains.items()):
+        models[f"{name}.scenario"] = domain.spec_model
+        models[f"{name}.submission"] = domain.submission_model
+    schemas = {name: model.model_json_schema() for name, model in models.items()}
+    _report_problems(bench)
+    if as_json:
+        console.print_json(schemas)
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    for name, data in schemas.items():
+        path = out / f"{name}.schema.json"
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        console.out.print(f"wrote {path}", highlight=False)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        cli.main(prog_name="itbench", standalone_mode=True)
+    except ValidationError as exc:  # a model rejected user input that click could not check
+        err = exc.errors()[0]
+        console.problem(f"invalid option {'.'.join(map(str, err['loc']))}: {err['msg']}")
+        sys.exit(EXIT_USAGE)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Terminal output: tables, progress, JSON, and one-line problems on stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from itbench.models import TrialResult, TrialStatus
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+STATUS_STYLE = {
+    TrialStatus.passed: "green",
+    TrialStatus.failed: "yellow",
+    TrialStatus.timeout: "magenta",
+    TrialStatus.error: "red",
+}
+
+
+def print_json(data: Any) -> None:
+    """Print ``data`` as JSON on stdout (plain, for machines)."""
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def problem(line: str) -> None:
+    """One line on stderr about something that went wrong but did not stop the command."""
+    err.print(f"itbench: {line}", highlight=False, markup=False)
+
+
+def table(title: str | None, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Print a table on stdout."""
+    t = Table(title=title, show_lines=False)
+    for h in header:
+        t.add_column(h, overflow="fold")
+    for row in rows:
+        t.add_row(*row)
+    out.print(t)
+
+
+def trial_rows(results: Sequence[TrialResult]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the per-trial results table."""
+    header = ["trial", "status", "metrics", "setup s", "agent s", "total s", "note"]
+    rows = []
+    for r in sorted(results, key=lambda r: r.trial_id):
+        metrics = ", ".join(f"{k}={_short(v)}" for k, v in list(r.metrics.items())[:6])
+        style = STATUS_STYLE[r.status]
+        rows.append(
+            [
+                r.trial_id,
+                f"[{style}]{r.status.value}[/{style}]",
+                metrics,
+                _short(r.timings.setup),
+                _short(r.timings.agent),
+                _short(r.timings.total),
+                (r.error or "")[:120],
+            ]
+        )
+    return header, rows
+
+
+def _short(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
+    return str(v)
+
+
+def progress(enabled: bool) -> Progress:
+    """A progress bar on stderr (disabled for JSON output)."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=err,
+        disable=not enabled,
+        transient=False,
+    )

@@ -1,0 +1,154 @@
+"""Pandas frames over results and the summary tables of ``itbench report``.
+
+Definitions (per domain and agent):
+
+- ``trials``: results recorded; ``errors``: infrastructure errors, excluded from every score.
+- ``pass_rate``: passed / (trials - errors).
+- ``pass@k``: the unbiased estimator ``1 - C(n-c, k) / C(n, k)`` per scenario (``n`` scored trials,
+  ``c`` passed), averaged over scenarios with ``n >= k``.
+- ``<metric>_mean`` / ``<metric>_se``: mean and standard error (``s / sqrt(n)``) over scored trials
+  that report the metric; booleans count as 0/1.
+- ``<timing>_mean``: mean seconds of each phase over scored trials.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from math import comb
+from typing import Any
+
+import pandas as pd
+
+from itbench.models import TrialResult
+
+TIMING_COLUMNS = (
+    "setup",
+    "ready",
+    "agent",
+    "evaluate",
+    "teardown",
+    "total",
+    "time_to_detect",
+    "time_to_mitigate",
+)
+KEY_COLUMNS = ("domain", "agent")
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for ``n`` samples with ``c`` correct (NaN when ``n < k``)."""
+    if n < k or k < 1:
+        return math.nan
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def results_frame(results: Iterable[TrialResult]) -> pd.DataFrame:
+    """One row per trial: ids, status, ``metric.<name>`` and ``time.<phase>`` columns."""
+    rows: list[dict[str, Any]] = []
+    for r in results:
+        row: dict[str, Any] = {
+            "run_id": r.run_id,
+            "trial_id": r.trial_id,
+            "scenario_id": r.scenario_id,
+            "domain": r.domain,
+            "agent": r.agent,
+            "trial_index": r.trial_index,
+            "seed": r.seed,
+            "status": r.status.value,
+            "passed": r.status.value == "passed",
+            "error": r.status.value == "error",
+            "complexity": r.complexity.value if r.complexity else None,
+            "steps": r.steps,
+            "tool_calls": r.tool_calls,
+            "input_tokens": r.usage.input_tokens,
+            "output_tokens": r.usage.output_tokens,
+            "cost_usd": r.usage.cost_usd,
+        }
+        for name, value in r.metrics.items():
+            row[f"metric.{name}"] = float(value) if value is not None else math.nan
+        for phase in TIMING_COLUMNS:
+            value = getattr(r.timings, phase)
+            row[f"time.{phase}"] = value if value is not None else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _mean_se(values: pd.Series) -> tuple[float, float]:
+    vals = values.dropna().astype(float)
+    if vals.empty:
+        return math.nan, math.nan
+    mean = float(vals.mean())
+    se = float(vals.std(ddof=1) / math.sqrt(len(vals))) if len(vals) > 1 else 0.0
+    return mean, se
+
+
+def summarize(frame: pd.DataFrame, k: int = 1, by: tuple[str, ...] = KEY_COLUMNS) -> pd.DataFrame:
+    """The summary table: one row per group of ``by`` (default domain and agent)."""
+    if frame.empty:
+        return pd.DataFrame(columns=[*by, "trials", "errors", "passed", "pass_rate", f"pass@{k}"])
+    metric_cols = sorted(c for c in frame.columns if c.startswith("metric."))
+    rows = []
+    for key, group in frame.groupby(list(by), sort=True):
+        keys = key if isinstance(key, tuple) else (key,)
+        scored = group[~group["error"]]
+        row: dict[str, Any] = dict(zip(by, keys, strict=True))
+        row["trials"] = len(group)
+        row["errors"] = int(group["error"].sum())
+        row["passed"] = int(scored["passed"].sum())
+        row["pass_rate"] = row["passed"] / len(scored) if len(scored) else math.nan
+        per_scenario = [
+            pass_at_k(len(g), int(g["passed"].sum()), k) for _, g in scored.groupby("scenario_id")
+        ]
+        valid = [p for p in per_scenario if not math.isnan(p)]
+        row[f"pass@{k}"] = sum(valid) / len(valid) if valid else math.nan
+        for col in metric_cols:
+            name = col.removeprefix("metric.")
+            row[f"{name}_mean"], row[f"{name}_se"] = _mean_se(scored[col])
+        for phase in TIMING_COLUMNS:
+            row[f"{phase}_mean"] = _mean_se(scored[f"time.{phase}"])[0]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def display_rows(summary: pd.DataFrame, k: int = 1) -> tuple[list[str], list[list[str]]]:
+    """Header and rows for printing: metrics as ``mean ± se``, timings in seconds."""
+    metric_names = [c.removesuffix("_mean") for c in summary.columns if c.endswith("_mean")]
+    metric_names = [m for m in metric_names if f"{m}_se" in summary.columns]
+    header = ["domain", "agent", "trials", "errors", "pass rate", f"pass@{k}"]
+    header += metric_names
+    header += ["setup s", "agent s", "total s"]
+    rows = []
+    for _, r in summary.iterrows():
+        row = [str(r["domain"]), str(r["agent"]), str(r["trials"]), str(r["errors"])]
+        row += [_fmt(r["pass_rate"]), _fmt(r.get(f"pass@{k}"))]
+        for m in metric_names:
+            mean, se = r[f"{m}_mean"], r[f"{m}_se"]
+            row.append("–" if math.isnan(mean) else f"{mean:.3f} ± {se:.3f}")
+        row += [
+            _fmt(r.get("setup_mean"), 2),
+            _fmt(r.get("agent_mean"), 2),
+            _fmt(r.get("total_mean"), 2),
+        ]
+        rows.append(row)
+    return header, rows
+
+
+def markdown_table(summary: pd.DataFrame, k: int | None = None) -> str:
+    """The summary as a GitHub-flavoured Markdown table."""
+    if k is None:
+        ks = [c for c in summary.columns if c.startswith("pass@")]
+        k = int(ks[0].removeprefix("pass@")) if ks else 1
+    header, rows = display_rows(summary, k)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""Broken plugins for the plugin-isolation tests."""

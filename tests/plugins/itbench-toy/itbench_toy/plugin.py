@@ -1,0 +1,35 @@
+"""Entry-point module of the toy plugin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from itbench import hookimpl
+from itbench.agents import AgentSpec
+from itbench.domain import Domain
+from itbench_toy.agents import crasher, sleeper, solver
+from itbench_toy.domain import ToyDomain
+
+
+@hookimpl
+def itbench_register_domains() -> list[Domain]:
+    """The toy domain."""
+    return [ToyDomain()]
+
+
+@hookimpl
+def itbench_register_catalog_paths() -> list[Path]:
+    """The toy scenarios shipped inside the package."""
+    return [Path(__file__).parent / "scenarios"]
+
+
+@hookimpl
+def itbench_register_agents() -> list[AgentSpec]:
+    """Toy agents."""
+    return [
+        AgentSpec(
+            "toy/solver", solver, "Reads every key and repairs the bad one.", domains=["toy"]
+        ),
+        AgentSpec("toy/sleeper", sleeper, "Hangs.", domains=["toy"]),
+        AgentSpec("toy/crasher", crasher, "Raises.", domains=["toy"]),
+    ]
