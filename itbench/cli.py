@@ -329,45 +329,18 @@ def validate(
     except KeyboardInterrupt:
         console.problem(f"interrupted; partial runs in {base}")
         sys.exit(EXIT_INTERRUPTED)
-    rows, report, bad = [], [], 0
-    for spec in specs:
-        oracle, noop = outcomes[spec.id].get("oracle"), outcomes[spec.id].get("noop")
-        ok = bool(
-            oracle
-            and oracle.status is TrialStatus.passed
-            and noop
-            and noop.status is TrialStatus.failed
-        )
-        bad += not ok
-        why = []
-        if not oracle or oracle.status is not TrialStatus.passed:
-            why.append(
-                f"oracle {oracle.status.value if oracle else 'missing'}"
-                + (f": {oracle.error}" if oracle and oracle.error else "")
-            )
-        if not noop or noop.status is not TrialStatus.failed:
-            why.append(
-                f"noop {noop.status.value if noop else 'missing'}"
-                + (f": {noop.error}" if noop and noop.error else "")
-            )
-        report.append(
-            {
-                "id": spec.id,
-                "valid": ok,
-                "oracle": oracle.status.value if oracle else None,
-                "noop": noop.status.value if noop else None,
-                "reasons": why,
-            }
-        )
-        rows.append(
-            [
-                spec.id,
-                report[-1]["oracle"] or "–",
-                report[-1]["noop"] or "–",
-                "[green]ok[/green]" if ok else "[red]INVALID[/red]",
-                "; ".join(why)[:160],
-            ]
-        )
+    report = [_verdict(spec.id, outcomes[spec.id]) for spec in specs]
+    bad = sum(not v["valid"] for v in report)
+    rows = [
+        [
+            str(v["id"]),
+            str(v["oracle"] or "–"),
+            str(v["noop"] or "–"),
+            "[green]ok[/green]" if v["valid"] else "[red]INVALID[/red]",
+            "; ".join(v["reasons"])[:160],
+        ]
+        for v in report
+    ]
     rejected = len(bench.catalog.errors)
     if as_json:
         console.print_json(
@@ -379,6 +352,26 @@ def validate(
             f"{len(specs) - bad} valid, {bad} invalid, {rejected} rejected files; runs in {base}"
         )
     sys.exit(EXIT_FAILED if bad or rejected else EXIT_OK)
+
+
+def _verdict(scenario_id: str, by_agent: dict[str, TrialResult]) -> dict[str, Any]:
+    """Whether one scenario is valid: the oracle passed it and noop failed it."""
+    expected = {"oracle": TrialStatus.passed, "noop": TrialStatus.failed}
+    reasons = []
+    for agent, status in expected.items():
+        result = by_agent.get(agent)
+        if result is None:
+            reasons.append(f"{agent} missing")
+        elif result.status is not status:
+            note = f": {result.error}" if result.error else ""
+            reasons.append(f"{agent} {result.status.value}{note}")
+    return {
+        "id": scenario_id,
+        "valid": not reasons,
+        "oracle": by_agent["oracle"].status.value if "oracle" in by_agent else None,
+        "noop": by_agent["noop"].status.value if "noop" in by_agent else None,
+        "reasons": reasons,
+    }
 
 
 # --- report -----------------------------------------------------------------------------
@@ -442,7 +435,7 @@ def plugins(as_json: bool, plugins: tuple[str, ...]) -> None:
     bench = _bench(plugins, ())
     # Calling the registration hooks surfaces plugins whose hooks raise.
     bench.domains, bench.agents, bench.executors, bench.reporters, bench.catalog_paths  # noqa: B018
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, info in bench.host.infos.items():
         rows.append(
             {

@@ -150,9 +150,13 @@ class Domain(ABC):
         """A deterministic heuristic agent that sees only the task view and tools."""
         return None
 
-    def recover(self, trial_dir: Path) -> None:  # noqa: B027 - optional step
+    def recover(self, trial_dir: Path) -> None:
         """Clean up after a trial whose harness process died (resume calls this).
 
-        Domains whose environments start processes should record their pids under
-        ``trial_dir`` and stop them here.
+        The default stops every process group recorded under ``trial_dir`` by
+        :class:`itbench.process.ManagedProcess` or :func:`itbench.process.record_pid`;
+        domains that leave other state behind extend it.
         """
+        from itbench.process import stop_recorded
+
+        stop_recorded(trial_dir)

@@ -14,8 +14,9 @@ if TYPE_CHECKING:
     from itbench.runner import PlannedTrial
 
 #: Runs one trial in worker slot ``slot`` (slots own disjoint port blocks and directories).
-TrialFn = Callable[["PlannedTrial", int], "TrialResult"]
-ResultFn = Callable[["TrialResult"], None]
+TrialFn = Callable[["PlannedTrial", int], "TrialResult | None"]
+#: Receives each result (``None`` for a trial cut short by cancellation).
+ResultFn = Callable[["TrialResult | None"], None]
 
 
 class Executor(ABC):
@@ -65,7 +66,7 @@ class LocalExecutor(Executor):
         """Run trials on a thread pool, handing results back in the calling thread."""
         free_slots = list(range(self.workers))
         pending = list(reversed(trials))
-        running: dict[Future[TrialResult], int] = {}
+        running: dict[Future[TrialResult | None], int] = {}
         pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="itbench-trial")
         try:
             while pending or running:

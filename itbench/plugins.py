@@ -173,9 +173,9 @@ def make_plugin_manager(
     for module_name in plugins or []:
         if host.pm.get_plugin(module_name) is not None:
             continue
-        module = _import(host, module_name, module_name)
-        if module is not None:
-            _register(host, module, PluginInfo(module_name, "option", module=module_name))
+        imported = _import(host, module_name, module_name)
+        if imported is not None:
+            _register(host, imported, PluginInfo(module_name, "option", module=module_name))
     return host
 
 

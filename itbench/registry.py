@@ -16,10 +16,7 @@ from pydantic import ValidationError
 from itbench.domain import Domain
 from itbench.models import ScenarioSpec
 
-try:
-    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _Loader = yaml.SafeLoader
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built with it
 
 SCENARIO_FILE = "scenario.yaml"
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

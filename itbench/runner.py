@@ -171,6 +171,7 @@ class Runner:
     cancel: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
+        self.run_dir = self.run_dir.resolve()
         self.store = RunStore(self.run_dir)
         self._versions: dict[str, str] = {}
         self._by_id: dict[str, PlannedTrial] = {}
@@ -369,7 +370,7 @@ class TrialRun:
             self._phase("setup", env.setup)
             self._phase("inject", env.inject)
             ready_timeout = float(ctx.options.get("ready_timeout", DEFAULT_READY_TIMEOUT))
-            self._phase("ready", lambda: env.wait_observable(ready_timeout))  # type: ignore[union-attr]
+            self._phase("ready", lambda: env.wait_observable(ready_timeout))
             submission = self._run_agent(env, ctx)
             evaluation = self._phase(
                 "evaluate",
@@ -451,13 +452,16 @@ class TrialRun:
         submission = box.get("submission")
         return self._check_submission(submission)
 
-    def _check_submission(self, submission: Any) -> Submission | None:
-        if submission is None:
+    def _check_submission(self, raw: Any) -> Submission | None:
+        """Coerce the agent's return value to the domain's submission model."""
+        if raw is None:
             return None
         model = self.domain.submission_model
         try:
-            if not isinstance(submission, model):
-                data = submission.model_dump() if isinstance(submission, Submission) else submission
+            if isinstance(raw, model):
+                submission: Submission = raw
+            else:
+                data = raw.model_dump() if isinstance(raw, Submission) else raw
                 submission = model.model_validate(data)
         except ValidationError as exc:
             self.status = TrialStatus.failed
@@ -482,7 +486,7 @@ class TrialRun:
             status=self.status,
             metrics=self.metrics,
             timings=self.timings,
-            steps=sum(1 for c in calls if self.toolbox and self.toolbox.tools[c.tool].action),
+            steps=len(self.toolbox.action_calls) if self.toolbox else 0,
             tool_calls=len(calls),
             usage=usage.model_dump() if usage is not None else {},
             error=self.error,

@@ -66,9 +66,7 @@ class Tool:
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[pname] = (annotation, default)
         tool_name = name or func.__name__
-        model = create_model(  # type: ignore[call-overload]
-            f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields
-        )
+        model = create_model(f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields)
         doc = description or (inspect.getdoc(func) or tool_name).split("\n\n")[0]
         return cls(name=tool_name, description=doc, func=func, args_model=model, action=action)
 
@@ -147,7 +145,7 @@ class Toolbox:
     @property
     def action_calls(self) -> list[ToolCall]:
         """Journaled calls of tools that change the environment."""
-        return [c for c in self.calls if self.tools[c.tool].action]
+        return [c for c in self.calls if c.tool in self.tools and self.tools[c.tool].action]
 
     def call(self, name: str, /, **arguments: Any) -> Any:
         """Call tool ``name`` with keyword ``arguments``.
@@ -160,14 +158,14 @@ class Toolbox:
             raise ToolError("the trial's time is up: tools are closed")
         if self.deadline is not None and time.time() > self.deadline:
             raise ToolError("deadline passed: tools are closed")
-        tool = self.tools.get(name)
-        if tool is None:
-            raise ToolError(f"unknown tool {name!r}; tools: {', '.join(sorted(self.tools))}")
         start = time.time()
         if self.first_call_at is None:
             self.first_call_at = start
         ok, result, error = False, None, None
         try:
+            tool = self.tools.get(name)
+            if tool is None:
+                raise ToolError(f"unknown tool {name!r}; tools: {', '.join(sorted(self.tools))}")
             try:
                 parsed = tool.args_model.model_validate(arguments)
             except ValidationError as exc:

@@ -1,0 +1,53 @@
+# The two set-up commands of the README: `make evaluate` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+DOMAINS := $(wildcard sre/pyproject.toml ciso/pyproject.toml finops/pyproject.toml)
+EDITABLES := -e '.[dev]' $(foreach d,$(DOMAINS),-e './$(dir $(d))[test]')
+RUNS := runs
+STAMP_TIME := $(shell date -u +%Y%m%dT%H%M%S)
+
+.PHONY: install system-deps evaluate test check lint typecheck validate bench clean
+
+install: $(STAMP)
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+$(STAMP): pyproject.toml $(DOMAINS) scripts/system-deps.sh | $(BIN)/python
+	sh scripts/system-deps.sh
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet $(EDITABLES)
+	touch $@
+
+system-deps:
+	sh scripts/system-deps.sh
+
+## A real smoke evaluation: the scenarios tagged `smoke` (one per domain), oracle and baseline.
+evaluate: install
+	$(BIN)/itbench evaluate --agent oracle --tag smoke --out $(RUNS)/smoke-$(STAMP_TIME)-oracle
+	$(BIN)/itbench evaluate --agent baseline --tag smoke --out $(RUNS)/smoke-$(STAMP_TIME)-baseline
+	$(BIN)/itbench report $(RUNS)/smoke-$(STAMP_TIME)-oracle $(RUNS)/smoke-$(STAMP_TIME)-baseline --out $(RUNS)/smoke-$(STAMP_TIME)-report
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy
+
+check: lint typecheck
+
+test: install check
+	$(BIN)/python -m pytest
+
+## Oracle passes and noop fails every scenario of the catalog (long; not part of `make test`).
+validate: install
+	$(BIN)/itbench validate --workers 2
+
+bench: install
+	for b in benchmarks/[!_]*.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info */*.egg-info .pytest_cache .mypy_cache .ruff_cache

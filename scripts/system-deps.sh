@@ -1,0 +1,36 @@
+#!/bin/sh
+# Installs the Debian packages the domains run for real (servers are started per environment by
+# itbench itself, never as system services). Does nothing when every binary is already present.
+set -eu
+
+# command-to-look-for:debian-package
+NEEDS="prometheus:prometheus redis-server:redis-server /usr/lib/postgresql/15/bin/postgres:postgresql"
+
+missing=""
+for pair in $NEEDS; do
+  cmd=${pair%%:*}
+  pkg=${pair#*:}
+  if [ -x "$cmd" ] || command -v "$cmd" >/dev/null 2>&1; then continue; fi
+  missing="$missing $pkg"
+done
+[ -z "$missing" ] && exit 0
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "itbench: missing system packages:$missing (install them with your package manager)" >&2
+  exit 1
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "itbench: installing system packages:$missing" >&2
+# Keep package scripts from starting system-wide services: itbench starts its own servers.
+policy=/usr/sbin/policy-rc.d
+own_policy=0
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+  $SUDO chmod +x "$policy"
+  own_policy=1
+fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+[ "$own_policy" -eq 1 ] && $SUDO rm -f "$policy"
+exit 0

@@ -1,0 +1,89 @@
+"""Shared fixtures: the test plugin packages installed for real with pip, and a CLI runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PLUGINS = Path(__file__).parent / "plugins"
+ITBENCH = [sys.executable, "-m", "itbench.cli"]
+
+
+@pytest.fixture(scope="session")
+def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site directory with the toy and broken plugin distributions installed by pip."""
+    site = tmp_path_factory.mktemp("plugin-site")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(PLUGINS / "itbench-toy"),
+            str(PLUGINS / "itbench-broken"),
+        ],
+        check=True,
+    )
+    return site
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> object:
+        return json.loads(self.stdout)
+
+
+CliFn = Callable[..., Result]
+
+
+def _env(site: Path, extra: dict[str, str] | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ITBENCH_")}
+    env["PYTHONPATH"] = str(site)
+    env["COLUMNS"] = "200"
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture
+def itbench(plugin_site: Path, tmp_path: Path) -> CliFn:
+    """Run the real ``itbench`` CLI in a subprocess with the test plugins installed."""
+
+    def run(
+        *args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None
+    ) -> Result:
+        proc = subprocess.run(
+            [*ITBENCH, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=_env(plugin_site, env),
+            cwd=cwd or tmp_path,
+        )
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    return run
+
+
+@pytest.fixture
+def toy_bench(plugin_site: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """An in-process Bench with only the toy plugin (entry points not autoloaded)."""
+    monkeypatch.syspath_prepend(str(plugin_site))
+    from itbench.session import Bench
+
+    return Bench(plugins=["itbench_toy.plugin"], autoload=False)

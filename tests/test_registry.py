@@ -1,0 +1,143 @@
+"""Scenario files: matrices, validation errors that name file, field and reason, selection."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import CliFn
+
+from itbench.registry import ScenarioLoader, expand_matrix
+
+GOOD = """\
+domain: toy
+goal: fix it
+task_types: [mitigation]
+values: {a: 1}
+ground_truth: {key: a, expected: 1}
+"""
+
+
+def _write(root: Path, rel: str, text: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.fixture
+def loader(toy_bench):  # type: ignore[no-untyped-def]
+    return ScenarioLoader(toy_bench.domains)
+
+
+def test_matrix_mapping_is_a_cartesian_product_with_typed_placeholders() -> None:
+    doc = {
+        "id": "toy/x",
+        "n": "${n}",
+        "t": "key ${k} n=${n}",
+        "matrix": {"k": ["a", "b"], "n": [1, 2]},
+    }
+    variants = expand_matrix(doc)
+    assert [v["_suffix"] for v, _ in variants] == ["a-1", "a-2", "b-1", "b-2"]
+    first = variants[0][0]
+    assert first["n"] == 1 and first["t"] == "key a n=1" and first["params"] == {"k": "a", "n": 1}
+
+
+def test_matrix_file_expands_to_several_validated_scenarios(loader, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _write(
+        tmp_path,
+        "toy/m.yaml",
+        GOOD.replace(
+            "ground_truth: {key: a, expected: 1}", "ground_truth: {key: a, expected: '${e}'}"
+        )
+        + "matrix:\n  e: [1, 7]\n",
+    )
+    catalog = loader.load([tmp_path])
+    assert not catalog.errors
+    assert sorted(catalog.scenarios) == ["toy/m-1", "toy/m-7"]
+    assert catalog.scenarios["toy/m-7"].ground_truth.expected == 7  # type: ignore[attr-defined]
+    assert catalog.scenarios["toy/m-7"].params == {"e": 7}
+
+
+def test_directory_scenario_uses_its_directory_name_and_keeps_its_source(
+    loader, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    path = _write(tmp_path, "toy/deep/case/scenario.yaml", GOOD)
+    _write(tmp_path, "toy/deep/case/data.yaml", "not: a scenario\n")
+    catalog = loader.load([tmp_path])
+    assert list(catalog.scenarios) == ["toy/case"] and not catalog.errors
+    assert catalog.scenarios["toy/case"].source_dir == path.parent
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "reason"),
+    [
+        ("domain: toy\ngoal: [unclosed\n", None, "invalid YAML at line"),
+        ("- a\n- b\n", None, "must be a YAML mapping"),
+        ("goal: x\ntask_types: [a]\n", "domain", "missing"),
+        (GOOD.replace("domain: toy", "domain: nosuch"), "domain", "unknown domain 'nosuch'"),
+        (GOOD.replace("goal: fix it\n", ""), "goal", "Field required"),
+        (GOOD.replace("values: {a: 1}", "values: {a: many}"), "values.a", "valid integer"),
+        (GOOD + "time_limit: soon\n", "time_limit", "valid number"),
+        (GOOD + "colour: red\n", "colour", "Extra inputs are not permitted"),
+        (GOOD + "matrix: [1, 2]\n", "matrix", "list of mappings"),
+        (GOOD.replace("domain: toy", "domain: toy\nid: other/x"), "id", "must start with 'toy/'"),
+    ],
+)
+def test_malformed_files_name_file_field_and_reason(
+    loader, tmp_path: Path, text: str, field: str | None, reason: str
+) -> None:  # type: ignore[no-untyped-def]
+    path = _write(tmp_path, "toy/bad.yaml", text)
+    catalog = loader.load([tmp_path])
+    assert not catalog.scenarios
+    [error] = catalog.errors
+    assert error.path == path.resolve()
+    assert error.field == field
+    assert reason in error.reason
+    assert str(path.name) in error.line() and reason in error.line()
+
+
+def test_duplicate_ids_are_rejected_naming_the_first_file(loader, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    first = _write(tmp_path, "toy/a.yaml", GOOD.replace("domain: toy", "domain: toy\nid: toy/same"))
+    _write(tmp_path, "toy/b.yaml", GOOD.replace("domain: toy", "domain: toy\nid: toy/same"))
+    catalog = loader.load([tmp_path])
+    assert list(catalog.scenarios) == ["toy/same"]
+    [error] = catalog.errors
+    assert (
+        error.field == "id" and "duplicate" in error.reason and str(first.resolve()) in error.reason
+    )
+
+
+def test_selection_by_glob_prefix_tag_domain_and_complexity(toy_bench) -> None:  # type: ignore[no-untyped-def]
+    catalog = toy_bench.catalog
+    assert [s.id for s in catalog.select(["toy/registry"])] == [
+        "toy/registry-alpha-1",
+        "toy/registry-beta-2",
+        "toy/registry-gamma-3",
+    ]
+    assert [s.id for s in catalog.select(["toy/*"], tags=["control"])] == ["toy/healthy"]
+    assert catalog.select(["*"], domains=["sre-nope"]) == []
+    assert len(catalog.select(["toy/*a*"], complexity=["low"])) == 4
+    assert catalog.select(["toy/*"], complexity=["high"]) == []
+
+
+def test_list_shows_valid_scenarios_and_counts_rejected_ones(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    cat = tmp_path / "cat"
+    _write(cat, "toy/ok.yaml", GOOD)
+    _write(cat, "toy/bad1.yaml", GOOD.replace("values: {a: 1}", "values: 3"))
+    _write(cat, "toy/bad2.yaml", "domain: toy\n  : :\n")
+    res = itbench("list", "--scenario-path", str(cat), "--json")
+    assert res.returncode == 0
+    ids = [s["id"] for s in res.json()]  # type: ignore[union-attr]
+    assert "toy/ok" in ids and "toy/registry-alpha-1" in ids
+    for s in res.json():  # type: ignore[union-attr]
+        assert {"id", "domain", "tags", "complexity", "task_types"} <= set(s)
+    assert "2 scenario file(s) rejected" in res.stderr
+    assert "bad1.yaml" in res.stderr and "field 'values'" in res.stderr
+    assert "bad2.yaml" in res.stderr and "invalid YAML" in res.stderr
+    assert "Traceback" not in res.stderr
+    table = itbench("list", "--scenario-path", str(cat))
+    assert "rejected" in table.stdout and "toy/ok" in table.stdout

@@ -1,0 +1,105 @@
+"""pass@k, summaries and the files of ``itbench report``."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+from conftest import CliFn
+
+from itbench.report import pass_at_k, results_frame, summarize
+from itbench.results import RunStore
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "k", "expected"),
+    [
+        (5, 0, 1, 0.0),
+        (5, 5, 3, 1.0),
+        (5, 2, 1, 0.4),
+        (5, 2, 2, 1 - 3 / 10),
+        (4, 1, 3, 1 - 1 / 4),
+        (10, 3, 5, 1 - 21 / 252),
+    ],
+)
+def test_pass_at_k_is_the_unbiased_estimator(n: int, c: int, k: int, expected: float) -> None:
+    assert pass_at_k(n, c, k) == pytest.approx(expected)
+
+
+def test_pass_at_k_is_nan_when_there_are_fewer_trials_than_k() -> None:
+    assert math.isnan(pass_at_k(2, 1, 3))
+
+
+def test_summary_excludes_errors_and_reports_mean_and_standard_error(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    assert (
+        itbench(
+            "evaluate", "--agent", "toy/solver", "-s", "toy/*", "--trials", "2", "--out", "a"
+        ).returncode
+        == 0
+    )
+    assert (
+        itbench(
+            "evaluate", "--agent", "noop", "-s", "toy/*", "--trials", "2", "--out", "b"
+        ).returncode
+        == 0
+    )
+    itbench(
+        "evaluate",
+        "--agent",
+        "baseline",
+        "-s",
+        "toy/healthy",
+        "--option",
+        "fail_setup=1",
+        "--out",
+        "c",
+    )
+    results = (
+        RunStore(tmp_path / "a").results()
+        + RunStore(tmp_path / "b").results()
+        + RunStore(tmp_path / "c").results()
+    )
+    summary = summarize(results_frame(results), k=2).set_index("agent")
+    assert (
+        summary.loc["toy/solver", "pass_rate"] == 1.0 and summary.loc["toy/solver", "pass@2"] == 1.0
+    )
+    assert summary.loc["noop", "pass_rate"] == 0.0 and summary.loc["noop", "localized_mean"] == 0.0
+    assert summary.loc["baseline", "errors"] == 1 and math.isnan(
+        summary.loc["baseline", "pass_rate"]
+    )
+    # The solver writes once in each registry trial; the healthy control reports no actions metric.
+    assert summary.loc["toy/solver", "actions_mean"] == pytest.approx(1.0)
+    assert summary.loc["toy/solver", "trials"] == 8
+
+
+def test_report_command_prints_and_writes_csv_and_markdown(itbench: CliFn, tmp_path: Path) -> None:
+    assert (
+        itbench(
+            "evaluate", "--agent", "baseline", "-s", "toy/*", "--trials", "3", "--out", "r"
+        ).returncode
+        == 0
+    )
+    res = itbench("report", "r", "--k", "2")
+    assert res.returncode == 0, res.stderr
+    assert "pass@2" in res.stdout and "toy" in res.stdout
+    rows = list(csv.DictReader((tmp_path / "r" / "report.csv").open()))
+    assert (
+        rows[0]["domain"] == "toy" and rows[0]["agent"] == "baseline" and rows[0]["trials"] == "12"
+    )
+    assert float(rows[0]["pass_rate"]) == 1.0
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert md.startswith("| domain | agent |") and "± " in md
+    data = itbench("report", "r", "--json").json()
+    assert data["summary"][0]["pass@1"] == 1.0  # type: ignore[index]
+
+
+def test_report_on_a_directory_that_is_not_a_run_is_a_usage_error(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    (tmp_path / "empty").mkdir()
+    res = itbench("report", "empty")
+    assert res.returncode == 2 and "manifest.json" in res.stderr

@@ -1,0 +1,129 @@
+"""A run killed with SIGKILL or interrupted with SIGINT/SIGTERM resumes to exactly one result per trial."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import ITBENCH, CliFn, _env
+
+from itbench.results import RunStore
+
+
+def _ids(run: Path) -> list[str]:
+    return [
+        json.loads(line)["trial_id"] for line in (run / "results.jsonl").read_text().splitlines()
+    ]
+
+
+def _start(plugin_site: Path, cwd: Path, *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [*ITBENCH, *args],
+        cwd=cwd,
+        env=_env(plugin_site, None),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _wait_for_results(
+    run: Path, count: int, proc: subprocess.Popen[bytes], timeout: float = 60
+) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        path = run / "results.jsonl"
+        if path.exists() and len(path.read_text().splitlines()) >= count:
+            return
+        assert proc.poll() is None, "run ended before it could be interrupted"
+        time.sleep(0.02)
+    raise AssertionError("no results appeared")
+
+
+ARGS = (
+    "evaluate",
+    "--agent",
+    "oracle",
+    "-s",
+    "toy/*",
+    "--trials",
+    "3",
+    "--option",
+    "setup_delay=0.25",
+)
+
+
+def test_sigkill_mid_run_then_resume_records_every_trial_exactly_once(
+    plugin_site: Path, tmp_path: Path, itbench: CliFn
+) -> None:
+    run = tmp_path / "k"
+    proc = _start(plugin_site, tmp_path, *ARGS, "--workers", "2", "--out", str(run))
+    _wait_for_results(run, 3, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    before = _ids(run)
+    assert 3 <= len(before) < 12
+    res = itbench("evaluate", "--resume", str(run), "--json")
+    assert res.returncode == 0, res.stderr
+    counts = Counter(_ids(run))
+    assert len(counts) == 12 and set(counts.values()) == {1}
+    assert _ids(run)[: len(before)] == before  # earlier results kept, not rewritten
+    assert len(res.json()["results"]) == 12  # type: ignore[index]
+
+
+def test_torn_last_line_is_cut_before_resume_appends(itbench: CliFn, tmp_path: Path) -> None:
+    run = tmp_path / "torn"
+    assert (
+        itbench("evaluate", "--agent", "oracle", "-s", "toy/registry", "--out", str(run)).returncode
+        == 0
+    )
+    lines = (run / "results.jsonl").read_text().splitlines()
+    (run / "results.jsonl").write_text(lines[0] + "\n" + lines[1][:40])  # died while writing line 2
+    assert len(RunStore(run).results()) == 1
+    res = itbench("evaluate", "--resume", str(run))
+    assert res.returncode == 0, res.stderr
+    assert Counter(_ids(run)) == Counter({i: 1 for i in _ids(run)}) and len(_ids(run)) == 3
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_tears_down_in_flight_trials_and_keeps_finished_ones(
+    plugin_site: Path, tmp_path: Path, itbench: CliFn, sig: signal.Signals
+) -> None:
+    run = tmp_path / "i"
+    proc = _start(plugin_site, tmp_path, *ARGS, "--out", str(run))
+    _wait_for_results(run, 2, proc)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert b"--resume" in err
+    done = set(_ids(run))
+    for trial in (run / "trials").iterdir():
+        # Every environment that was set up was torn down, finished or not.
+        assert (trial / "teardown.count").read_text() == "1", trial.name
+    assert itbench("evaluate", "--resume", str(run)).returncode == 0
+    assert done < set(_ids(run)) and len(_ids(run)) == 12 == len(set(_ids(run)))
+
+
+def test_resume_of_a_killed_trial_calls_the_domains_recover(tmp_path: Path, itbench: CliFn) -> None:
+    run = tmp_path / "r"
+    assert (
+        itbench(
+            "evaluate", "--agent", "oracle", "-s", "toy/healthy", "--trials", "2", "--out", str(run)
+        ).returncode
+        == 0
+    )
+    # Pretend the harness died during trial 1: its result is missing but its directory remains.
+    lines = (run / "results.jsonl").read_text().splitlines()
+    (run / "results.jsonl").write_text(lines[0] + "\n")
+    leftover = run / "trials" / "toy.healthy__oracle__1"
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    (leftover / "pids").mkdir(parents=True, exist_ok=True)
+    (leftover / "pids" / "server.pid").write_text(str(sleeper.pid))
+    assert itbench("evaluate", "--resume", str(run)).returncode == 0
+    assert sleeper.wait(timeout=10) != 0  # stopped by recover
+    assert len(_ids(run)) == 2
+    assert not (leftover / "pids" / "server.pid").exists()

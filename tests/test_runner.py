@@ -1,0 +1,158 @@
+"""The trial lifecycle, run for real on the toy domain through the CLI and in process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import CliFn
+
+from itbench.models import RunConfig, TrialStatus
+from itbench.runner import Runner, plan_trials, trial_seed
+
+
+def _results(run: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+
+
+def test_oracle_passes_noop_fails_and_artifacts_are_written(itbench: CliFn, tmp_path: Path) -> None:
+    res = itbench("evaluate", "--agent", "oracle", "-s", "toy/*", "--trials", "2", "--out", "o")
+    assert res.returncode == 0, res.stderr
+    assert "results" in res.stdout and "8 passed" in res.stdout
+    rows = _results(tmp_path / "o")
+    assert len(rows) == 8 and {r["status"] for r in rows} == {"passed"}
+    assert all(r["schema_version"] == "1.0" for r in rows)
+    trial = tmp_path / "o" / "trials" / "toy.registry-alpha-1__oracle__0"
+    assert {"task.json", "tools.jsonl", "submission.json", "evaluation.json"} <= {
+        p.name for p in trial.iterdir()
+    }
+    assert (trial / "teardown.count").read_text() == "1"
+    noop = itbench("evaluate", "--agent", "noop", "-s", "toy/*", "--out", "n", "--json")
+    assert noop.returncode == 0
+    assert {r["status"] for r in noop.json()["results"]} == {"failed"}  # type: ignore[index]
+
+
+def test_task_view_never_contains_ground_truth(itbench: CliFn, tmp_path: Path) -> None:
+    itbench("evaluate", "--agent", "oracle", "-s", "toy/registry-gamma-3", "--out", "o")
+    task = json.loads((tmp_path / "o/trials/toy.registry-gamma-3__oracle__0/task.json").read_text())
+    text = json.dumps(task)
+    assert "ground_truth" not in text and "expected" not in text
+    assert (
+        task["goal"].startswith("One value") and task["tools"][0]["parameters"]["type"] == "object"
+    )
+    assert Path(task["workspace"]).is_dir()
+    assert "trials" not in Path(task["workspace"]).parts  # outside the harness-private artifacts
+
+
+def test_manifest_records_config_versions_git_seeds_and_host(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    itbench(
+        "evaluate",
+        "--agent",
+        "oracle",
+        "-s",
+        "toy/healthy",
+        "--trials",
+        "3",
+        "--seed",
+        "7",
+        "--out",
+        "o",
+    )
+    manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert manifest["config"]["seed"] == 7 and manifest["config"]["trials"] == 3
+    assert manifest["packages"]["itbench-toy"] == "0.3.0" and "python" in manifest["packages"]
+    assert "git_revision" in manifest and manifest["host"]["cpus"] >= 1
+    assert manifest["seeds"]["toy.healthy__oracle__2"] == trial_seed(7, "toy/healthy", "oracle", 2)
+    assert len(set(manifest["seeds"].values())) == 3
+    assert {r["seed"] for r in _results(tmp_path / "o")} == set(manifest["seeds"].values())
+
+
+def test_agent_hang_is_a_timeout_and_teardown_still_runs(itbench: CliFn, tmp_path: Path) -> None:
+    res = itbench(
+        "evaluate", "--agent", "toy/sleeper", "-s", "toy/healthy", "--timeout", "0.5", "--out", "t"
+    )
+    assert res.returncode == 0, res.stderr  # a timeout is the agent's failure, not infrastructure
+    [row] = _results(tmp_path / "t")
+    assert row["status"] == "timeout" and "time limit of 0.5s" in row["error"]
+    assert 0.4 < row["timings"]["agent"] < 5
+    assert (tmp_path / "t/trials/toy.healthy__toy_sleeper__0/teardown.count").read_text() == "1"
+
+
+def test_agent_exception_is_a_failure_not_an_error(itbench: CliFn, tmp_path: Path) -> None:
+    res = itbench("evaluate", "--agent", "toy/crasher", "-s", "toy/healthy", "--out", "c")
+    assert res.returncode == 0
+    [row] = _results(tmp_path / "c")
+    assert row["status"] == "failed" and "agent raised RuntimeError: agent bug" in row["error"]
+    assert (
+        "Traceback"
+        in (tmp_path / "c/trials/toy.healthy__toy_crasher__0/agent-error.txt").read_text()
+    )
+
+
+def test_setup_failure_is_an_error_exit_1_and_teardown_runs(itbench: CliFn, tmp_path: Path) -> None:
+    res = itbench(
+        "evaluate",
+        "--agent",
+        "oracle",
+        "-s",
+        "toy/healthy",
+        "--option",
+        "fail_setup=true",
+        "--out",
+        "e",
+    )
+    assert res.returncode == 1
+    [row] = _results(tmp_path / "e")
+    assert row["status"] == "error" and "setup failed on purpose" in row["error"]
+    assert (tmp_path / "e/trials/toy.healthy__oracle__0/teardown.count").read_text() == "1"
+
+
+def test_usage_errors_exit_2(itbench: CliFn) -> None:
+    assert itbench("evaluate", "--agent", "nobody", "-s", "toy/*", "--out", "u").returncode == 2
+    res = itbench("evaluate", "--agent", "oracle", "-s", "nothing/*", "--out", "u2")
+    assert res.returncode == 2 and "no scenario matches" in res.stderr
+    assert itbench("evaluate", "--agent", "oracle", "--trials", "0").returncode == 2
+    assert itbench("evaluate", "--agent", "oracle", "--option", "novalue").returncode == 2
+    assert itbench("evaluate", "--resume", "missing-dir").returncode == 2
+
+
+def test_reusing_a_run_directory_without_resume_is_refused(itbench: CliFn) -> None:
+    assert (
+        itbench("evaluate", "--agent", "oracle", "-s", "toy/healthy", "--out", "r").returncode == 0
+    )
+    res = itbench("evaluate", "--agent", "oracle", "-s", "toy/healthy", "--out", "r")
+    assert res.returncode == 2 and "--resume" in res.stderr
+
+
+def test_parallel_workers_get_disjoint_port_blocks(toy_bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    seen: list[tuple[int, int]] = []
+    domain = toy_bench.domains["toy"]
+    original = domain.create_environment
+
+    def spy(spec, ctx):  # type: ignore[no-untyped-def]
+        seen.append((ctx.port_base, ctx.port_count))
+        return original(spec, ctx)
+
+    domain.create_environment = spy
+    config = RunConfig(
+        agent="oracle", scenarios=["toy/*"], trials=3, workers=3, options={"setup_delay": 0.2}
+    )
+    outcome = Runner(toy_bench, config, tmp_path / "w").run()
+    assert len(outcome.results) == 12 and all(
+        r.status is TrialStatus.passed for r in outcome.results
+    )
+    assert all(count == 2 for _, count in seen)
+    assert len({r.trial_id for r in outcome.results}) == 12
+    # With three trials in flight at once, at least three distinct blocks were handed out.
+    assert len({base for base, _ in seen}) >= 3
+
+
+def test_plan_is_stable_and_ids_are_file_system_safe(toy_bench) -> None:  # type: ignore[no-untyped-def]
+    specs = toy_bench.catalog.select(["toy/*"])
+    config = RunConfig(agent="vendor/model:x", trials=2)
+    a, b = plan_trials(specs, config), plan_trials(specs, config)
+    assert [t.trial_id for t in a] == [t.trial_id for t in b]
+    assert all("/" not in t.trial_id and ":" not in t.trial_id for t in a)
+    assert [t.seed for t in a] == [t.seed for t in b]
