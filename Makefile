@@ -12,8 +12,9 @@ STAMP_TIME := $(shell date -u +%Y%m%dT%H%M%S)
 
 install: $(STAMP)
 
+# Debian ships venv support separately (python3-venv): install it when venv creation fails.
 $(BIN)/python:
-	$(PY) -m venv $(VENV)
+	$(PY) -m venv $(VENV) || { rm -rf $(VENV); sh scripts/system-deps.sh venv && $(PY) -m venv $(VENV); }
 
 $(STAMP): pyproject.toml $(DOMAINS) scripts/system-deps.sh | $(BIN)/python
 	sh scripts/system-deps.sh

@@ -7,6 +7,12 @@ set -eu
 NEEDS="prometheus:prometheus redis-server:redis-server /usr/lib/postgresql/15/bin/postgres:postgresql"
 
 missing=""
+if [ "${1:-}" = "venv" ]; then
+  # Only the venv module, for the Python that runs the Makefile.
+  ver=$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+  NEEDS=""
+  missing="python3-venv python$ver-venv"
+fi
 for pair in $NEEDS; do
   cmd=${pair%%:*}
   pkg=${pair#*:}

@@ -1,0 +1,1 @@
+"""A community scenario package: data only, registered through one hook."""
