@@ -300,7 +300,8 @@ def validate(
 ) -> None:
     """Check scenarios: the oracle must pass each one and noop must fail it.
 
-    Exits 1 when any scenario is rejected, the oracle fails, or noop passes.
+    Exits 1 when the oracle fails or noop passes any selected scenario, and, when no
+    PATTERN is given, when any scenario file of the catalog is rejected.
     """
     _catalog(bench)
     specs = bench.catalog.select(patterns or ("*",))
@@ -351,7 +352,8 @@ def validate(
         console.out.print(
             f"{len(specs) - bad} valid, {bad} invalid, {rejected} rejected files; runs in {base}"
         )
-    sys.exit(EXIT_FAILED if bad or rejected else EXIT_OK)
+    # Rejected files have no id to match, so they fail only a validation of the whole catalog.
+    sys.exit(EXIT_FAILED if bad or (rejected and not patterns) else EXIT_OK)
 
 
 def _verdict(scenario_id: str, by_agent: dict[str, TrialResult]) -> dict[str, Any]:

@@ -49,7 +49,7 @@ def test_list_filters_by_domain_tag_and_complexity(itbench: CliFn) -> None:
 def test_validate_passes_toy_catalog_and_fails_when_noop_passes(
     itbench: CliFn, tmp_path: Path
 ) -> None:
-    res = itbench("validate", "toy/*", "--json")
+    res = itbench("validate", "toy/[hr]*", "--json")
     assert res.returncode == 0, res.stdout + res.stderr
     report = res.json()
     assert report["invalid"] == 0 and len(report["scenarios"]) == 4  # type: ignore[index]

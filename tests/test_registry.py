@@ -135,7 +135,8 @@ def test_list_shows_valid_scenarios_and_counts_rejected_ones(
     assert "toy/ok" in ids and "toy/registry-alpha-1" in ids
     for s in res.json():  # type: ignore[union-attr]
         assert {"id", "domain", "tags", "complexity", "task_types"} <= set(s)
-    assert "2 scenario file(s) rejected" in res.stderr
+    base = itbench("list", "--json").stderr.count("rejected scenario:")
+    assert f"{base + 2} scenario file(s) rejected" in res.stderr
     assert "bad1.yaml" in res.stderr and "field 'values'" in res.stderr
     assert "bad2.yaml" in res.stderr and "invalid YAML" in res.stderr
     assert "Traceback" not in res.stderr

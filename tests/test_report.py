@@ -37,13 +37,13 @@ def test_summary_excludes_errors_and_reports_mean_and_standard_error(
 ) -> None:
     assert (
         itbench(
-            "evaluate", "--agent", "toy/solver", "-s", "toy/*", "--trials", "2", "--out", "a"
+            "evaluate", "--agent", "toy/solver", "-s", "toy/[hr]*", "--trials", "2", "--out", "a"
         ).returncode
         == 0
     )
     assert (
         itbench(
-            "evaluate", "--agent", "noop", "-s", "toy/*", "--trials", "2", "--out", "b"
+            "evaluate", "--agent", "noop", "-s", "toy/[hr]*", "--trials", "2", "--out", "b"
         ).returncode
         == 0
     )
@@ -79,7 +79,7 @@ def test_summary_excludes_errors_and_reports_mean_and_standard_error(
 def test_report_command_prints_and_writes_csv_and_markdown(itbench: CliFn, tmp_path: Path) -> None:
     assert (
         itbench(
-            "evaluate", "--agent", "baseline", "-s", "toy/*", "--trials", "3", "--out", "r"
+            "evaluate", "--agent", "baseline", "-s", "toy/[hr]*", "--trials", "3", "--out", "r"
         ).returncode
         == 0
     )

@@ -49,7 +49,7 @@ ARGS = (
     "--agent",
     "oracle",
     "-s",
-    "toy/*",
+    "toy/[hr]*",
     "--trials",
     "3",
     "--option",

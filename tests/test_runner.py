@@ -16,7 +16,7 @@ def _results(run: Path) -> list[dict]:  # type: ignore[type-arg]
 
 
 def test_oracle_passes_noop_fails_and_artifacts_are_written(itbench: CliFn, tmp_path: Path) -> None:
-    res = itbench("evaluate", "--agent", "oracle", "-s", "toy/*", "--trials", "2", "--out", "o")
+    res = itbench("evaluate", "--agent", "oracle", "-s", "toy/[hr]*", "--trials", "2", "--out", "o")
     assert res.returncode == 0, res.stderr
     assert "results" in res.stdout and "8 passed" in res.stdout
     rows = _results(tmp_path / "o")
@@ -27,7 +27,7 @@ def test_oracle_passes_noop_fails_and_artifacts_are_written(itbench: CliFn, tmp_
         p.name for p in trial.iterdir()
     }
     assert (trial / "teardown.count").read_text() == "1"
-    noop = itbench("evaluate", "--agent", "noop", "-s", "toy/*", "--out", "n", "--json")
+    noop = itbench("evaluate", "--agent", "noop", "-s", "toy/[hr]*", "--out", "n", "--json")
     assert noop.returncode == 0
     assert {r["status"] for r in noop.json()["results"]} == {"failed"}  # type: ignore[index]
 
