@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from itbench.domain import Domain
 from itbench.models import ScenarioSpec, Submission, TaskView, Usage
@@ -16,24 +17,31 @@ class Agent(ABC):
 
     One instance is created per trial by its :class:`AgentSpec` factory. ``run`` may call
     ``toolbox.call(name, **args)`` any number of times before the task's deadline and
-    returns a submission of the domain's submission model (``task.output_schema``), or
-    ``None`` to submit nothing. An agent may fill :attr:`usage` with token counts and cost.
+    returns a submission of the domain's submission model, or a mapping that validates
+    against it (``task.output_schema``), or ``None`` to submit nothing. An agent may fill :attr:`usage` with token counts and cost.
     """
 
     def __init__(self) -> None:
         self.usage = Usage()
 
     @abstractmethod
-    def run(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
+    def run(self, task: TaskView, toolbox: Toolbox) -> Submission | dict[str, Any] | None:
         """Work on the task and return a submission."""
 
 
 @dataclass
 class AgentContext:
-    """What an agent factory gets. ``scenario`` is set only for privileged agents (the oracle)."""
+    """What an agent factory gets.
+
+    Attributes:
+        domain: The domain of the trial's scenario.
+        scenario: The scenario, ground truth included; set only for privileged agents.
+        options: The run's ``--option`` values (agent settings such as a command or a model).
+    """
 
     domain: Domain
     scenario: ScenarioSpec | None = None
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import tempfile
@@ -511,6 +512,71 @@ def schema(bench: Bench, out: Path, as_json: bool) -> None:
         path = out / f"{name}.schema.json"
         path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         console.out.print(f"wrote {path}", highlight=False)
+
+
+# --- tool (client for external agents) -------------------------------------------------
+
+
+@cli.group()
+def tool() -> None:
+    """Call a running trial's tools (for agents that are external processes).
+
+    Reads ITBENCH_TOOLS_URL and ITBENCH_TOOLS_TOKEN, which the `command` agent sets.
+    """
+
+
+def _client() -> Any:
+    from itbench.toolserver import TOKEN_ENV, URL_ENV, ToolClient
+
+    url, token = os.environ.get(URL_ENV), os.environ.get(TOKEN_ENV)
+    if not url or not token:
+        raise click.UsageError(
+            f"{URL_ENV} and {TOKEN_ENV} must be set (run me from a trial's agent)"
+        )
+    return ToolClient(url, token)
+
+
+@tool.command("list")
+def tool_list() -> None:
+    """Print the tools (name, description, JSON-schema parameters) as JSON."""
+    console.print_json(_tool_call(lambda c: c.tools()))
+
+
+@tool.command("task")
+def tool_task() -> None:
+    """Print the task view as JSON."""
+    console.print_json(_tool_call(lambda c: c.task()))
+
+
+@tool.command("call")
+@click.argument("name")
+@click.argument("arguments", nargs=-1, metavar="[KEY=VALUE]...")
+@click.option("--args-json", help="All arguments as one JSON object instead.")
+def tool_call(name: str, arguments: tuple[str, ...], args_json: str | None) -> None:
+    """Call tool NAME; VALUEs are parsed as JSON when they can be. Prints the result as JSON.
+
+    Exits 1 with the tool's error message on stderr when the call fails.
+    """
+    kwargs = _parse_options(arguments)
+    if args_json:
+        try:
+            extra = json.loads(args_json)
+        except json.JSONDecodeError as exc:
+            raise click.BadParameter(str(exc), param_hint="--args-json") from None
+        if not isinstance(extra, dict):
+            raise click.BadParameter("must be a JSON object", param_hint="--args-json")
+        kwargs.update(extra)
+    console.print_json(_tool_call(lambda c: c.call(name, **kwargs)))
+
+
+def _tool_call(fn: Callable[[Any], Any]) -> Any:
+    from itbench.tools import ToolError
+
+    try:
+        return fn(_client())
+    except ToolError as exc:
+        console.problem(str(exc))
+        sys.exit(EXIT_FAILED)
 
 
 def main() -> None:

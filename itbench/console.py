@@ -47,20 +47,20 @@ def table(title: str | None, header: Sequence[str], rows: Sequence[Sequence[str]
 
 def trial_rows(results: Sequence[TrialResult]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the per-trial results table."""
-    header = ["trial", "status", "metrics", "setup s", "agent s", "total s", "note"]
+    header = ["scenario", "agent", "#", "status", "metrics", "total s", "note"]
     rows = []
-    for r in sorted(results, key=lambda r: r.trial_id):
-        metrics = ", ".join(f"{k}={_short(v)}" for k, v in list(r.metrics.items())[:6])
+    for r in sorted(results, key=lambda r: (r.scenario_id, r.agent, r.trial_index)):
+        metrics = " ".join(f"{k}={_short(v)}" for k, v in list(r.metrics.items())[:4])
         style = STATUS_STYLE[r.status]
         rows.append(
             [
-                r.trial_id,
+                r.scenario_id,
+                r.agent,
+                str(r.trial_index),
                 f"[{style}]{r.status.value}[/{style}]",
                 metrics,
-                _short(r.timings.setup),
-                _short(r.timings.agent),
                 _short(r.timings.total),
-                (r.error or "")[:120],
+                (r.error or "")[:80],
             ]
         )
     return header, rows

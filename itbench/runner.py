@@ -416,7 +416,9 @@ class TrialRun:
         if self.runner.config.timeout:
             task = task.model_copy(update={"time_limit": limit})
         (self.trial_dir / "task.json").write_text(task.model_dump_json(indent=2), encoding="utf-8")
-        agent_ctx = AgentContext(self.domain, self.spec if self.agent_spec.privileged else None)
+        agent_ctx = AgentContext(
+            self.domain, self.spec if self.agent_spec.privileged else None, dict(ctx.options)
+        )
         box: dict[str, Any] = {}
 
         def target() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from itbench import hookimpl
 from itbench.agents import AgentContext, AgentSpec, BaselineAgent, NoopAgent, OracleAgent
+from itbench.external import CommandAgent
 
 
 def _noop(ctx: AgentContext) -> NoopAgent:
@@ -22,4 +23,9 @@ def itbench_register_agents() -> list[AgentSpec]:
             privileged=True,
         ),
         AgentSpec("baseline", BaselineAgent, "The domain's deterministic heuristic agent."),
+        AgentSpec(
+            "command",
+            CommandAgent,
+            "An external program (--option agent_command=...) using tools over HTTP.",
+        ),
     ]

@@ -1,0 +1,136 @@
+"""Agents as external processes: the tool server, the `itbench tool` client and the command agent."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import CliFn
+
+from itbench.models import TaskView
+from itbench.tools import Tool, Toolbox, ToolError
+from itbench.toolserver import ToolClient, ToolServer
+
+AGENT = Path(__file__).parent / "agents" / "toy_cli_agent.py"
+
+
+def _results(run: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+
+
+def test_a_program_using_itbench_tool_solves_toy_scenarios(itbench: CliFn, tmp_path: Path) -> None:
+    res = itbench(
+        "evaluate",
+        "--agent",
+        "command",
+        "-s",
+        "toy/[hr]*",
+        "--option",
+        f"agent_command={sys.executable} {AGENT}",
+        "--out",
+        "x",
+    )
+    assert res.returncode == 0, res.stderr
+    rows = _results(tmp_path / "x")
+    assert [r["status"] for r in rows] == ["passed"] * 4, [r["error"] for r in rows]
+    calls = {r["scenario_id"]: r["tool_calls"] for r in rows}
+    assert calls == {
+        "toy/healthy": 3,
+        "toy/registry-alpha-1": 3,
+        "toy/registry-beta-2": 4,
+        "toy/registry-gamma-3": 5,
+    }
+    assert all(r["usage"]["input_tokens"] == 42 for r in rows if r["scenario_id"] != "toy/healthy")
+    journal = (
+        (tmp_path / "x/trials/toy.registry-beta-2__command__0/tools.jsonl").read_text().splitlines()
+    )
+    assert [json.loads(line)["tool"] for line in journal] == ["keys", "read", "read", "write"]
+
+
+def test_a_hanging_program_is_stopped_at_its_time_limit(itbench: CliFn, tmp_path: Path) -> None:
+    marker = "itbench-test-hang-7781"
+    cmd = f"{sys.executable} -c 'import time, sys; sys.argv.append(\"{marker}\"); time.sleep(120)'"
+    res = itbench(
+        "evaluate",
+        "--agent",
+        "command",
+        "-s",
+        "toy/healthy",
+        "--timeout",
+        "1",
+        "--option",
+        f"agent_command={cmd}",
+        "--out",
+        "h",
+    )
+    assert res.returncode == 0
+    [row] = _results(tmp_path / "h")
+    assert row["status"] == "timeout"
+    time.sleep(0.5)
+    leftovers = [
+        p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])
+    ]
+    assert not leftovers
+
+
+def test_a_failing_program_is_an_agent_failure_with_its_stderr(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    cmd = f"{sys.executable} -c 'import sys; sys.exit(\"model quota exceeded\")'"
+    itbench(
+        "evaluate",
+        "--agent",
+        "command",
+        "-s",
+        "toy/healthy",
+        "--option",
+        f"agent_command={cmd}",
+        "--out",
+        "f",
+    )
+    [row] = _results(tmp_path / "f")
+    assert row["status"] == "failed" and "model quota exceeded" in row["error"]
+
+
+def test_the_tool_server_needs_its_token_and_reports_tool_errors(tmp_path: Path) -> None:
+    def add(a: int, b: int = 1) -> int:
+        """Add."""
+        return a + b
+
+    box = Toolbox.of([Tool.from_function(add)])
+    task = TaskView(
+        trial_id="t",
+        scenario_id="toy/x",
+        domain="toy",
+        goal="g",
+        task_types=["detection"],
+        tools=box.specs(),
+        workspace=tmp_path,
+        deadline="2030-01-01T00:00:00Z",
+        time_limit=10,
+        output_schema={},
+    )
+    server = ToolServer(box, task).start()
+    try:
+        assert server.url.startswith("http://127.0.0.1:")
+        client = ToolClient(server.url, server.token)
+        assert client.call("add", a=2, b=3) == 5
+        assert client.tools()[0]["name"] == "add" and client.task()["goal"] == "g"
+        with pytest.raises(ToolError, match="invalid arguments"):
+            client.call("add", a="x")
+        with pytest.raises(ToolError, match="token"):
+            ToolClient(server.url, "wrong").call("add", a=1)
+        assert [c.ok for c in box.calls] == [True, False]
+    finally:
+        server.stop()
+    with pytest.raises(ToolError, match="cannot reach"):
+        ToolClient(server.url, server.token, timeout=2).call("add", a=1)
+
+
+def test_itbench_tool_without_a_trial_is_a_usage_error(itbench: CliFn) -> None:
+    res = itbench("tool", "list")
+    assert res.returncode == 2 and "ITBENCH_TOOLS_URL" in res.stderr
