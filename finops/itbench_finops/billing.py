@@ -1,0 +1,453 @@
+"""Billing: monthly cost of a state, and the FOCUS-format usage history of the account.
+
+Both use the shipped price table, so the billing export, Cost Explorer and the savings score
+agree to the cent.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from itbench_finops.prices import PriceTable
+from itbench_finops.spec import Bucket, Database, FinOpsSpec, Instance, Resource, Snapshot, Volume
+from itbench_finops.state import Item
+
+#: FOCUS 1.0 columns of the export, in order.
+FOCUS_COLUMNS = (
+    "BillingAccountId",
+    "BillingAccountName",
+    "SubAccountId",
+    "SubAccountName",
+    "BillingPeriodStart",
+    "BillingPeriodEnd",
+    "ChargePeriodStart",
+    "ChargePeriodEnd",
+    "ChargeCategory",
+    "ChargeDescription",
+    "ProviderName",
+    "PublisherName",
+    "InvoiceIssuerName",
+    "ServiceName",
+    "ServiceCategory",
+    "RegionId",
+    "ResourceId",
+    "ResourceName",
+    "ResourceType",
+    "SkuId",
+    "PricingUnit",
+    "PricingQuantity",
+    "ListUnitPrice",
+    "ListCost",
+    "BilledCost",
+    "EffectiveCost",
+    "BillingCurrency",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+    "Tags",
+)
+
+_CATEGORY = {
+    "ec2_compute": "Compute",
+    "ec2_other": "Storage",
+    "elb": "Networking",
+    "rds": "Databases",
+    "s3": "Storage",
+}
+
+
+def monthly_cost(item: Item, prices: PriceTable, spec: FinOpsSpec | None = None) -> float:
+    """Monthly on-demand cost of one resource in its current state."""
+    a = item.attrs
+    h = prices.hours_per_month
+    if item.kind == "instance":
+        return (
+            prices.instance(a["type"]).hourly * h if a["state"] in ("running", "pending") else 0.0
+        )
+    if item.kind == "volume":
+        return prices.volume_month(a["volume_type"], a["size"], a.get("iops", 0))
+    if item.kind == "snapshot":
+        return prices.snapshot_month(a["size"])
+    if item.kind == "address":
+        return prices.public_ip_hour * h
+    if item.kind == "load_balancer":
+        return prices.load_balancer_hour(a["lb_type"]) * h
+    if item.kind == "database":
+        storage = prices.rds_storage_month * float(a["storage"])
+        if a["state"] in ("stopped", "stopping", "deleting"):
+            return storage
+        return prices.database(a["class"]).hourly * h + storage
+    if item.kind == "bucket" and spec is not None:
+        for r in spec.resources:
+            if isinstance(r, Bucket) and r.name == item.id:
+                return r.size_gb * prices.s3_month + r.egress_gb_day * 30 * prices.transfer_gb
+    return 0.0
+
+
+def total_monthly_cost(items: Iterable[Item], prices: PriceTable, spec: FinOpsSpec | None) -> float:
+    """Monthly cost of a whole state."""
+    return sum(monthly_cost(i, prices, spec) for i in items)
+
+
+@dataclass
+class BillItem:
+    """One priced usage line of one resource: a SKU and its quantity on each day.
+
+    ``quantities[k]`` is the usage on day ``k`` of the period (hours, GB-months, GB).
+    """
+
+    resource_id: str
+    name: str
+    account: str
+    service: str
+    resource_type: str
+    sku: str
+    unit: str
+    unit_price: float
+    quantities: list[float]
+    tags: dict[str, str] = field(default_factory=dict)
+    business_hours: bool = False
+
+
+def _active(days: int, k: int, launched: int | None) -> bool:
+    return launched is None or days - k <= launched
+
+
+def _business_hours_of(day: date) -> int:
+    return 12 if day.weekday() < 5 else 0
+
+
+def bill_items(
+    spec: FinOpsSpec,
+    items: dict[str, Item],
+    names: dict[str, str],
+    prices: PriceTable,
+    start: date,
+) -> list[BillItem]:
+    """The usage lines of the seeded state over the spec's billing period.
+
+    Args:
+        spec: The scenario (its resources carry the usage history: launches, stops, changes).
+        items: The state right after seeding, by id.
+        names: Resource id -> spec resource name, for the resources seeded by name.
+        prices: The price table.
+        start: First day of the period.
+    """
+    days = spec.billing_days
+    by_name: dict[str, Resource] = {r.name: r for r in spec.resources}
+    out: list[BillItem] = []
+    gb_day = 1 / 30.4  # storage is priced per GB-month; one day is 1/30.4 of a month
+    for item in items.values():
+        r = by_name.get(names.get(item.id, ""))
+        parent = by_name.get(names.get(item.attrs.get("instance") or "", ""))
+        group = item.attrs.get("group") if item.kind == "instance" else None
+        tags = {k: v for k, v in item.tags.items() if not k.startswith("aws:")}
+        base: dict[str, Any] = dict(
+            resource_id=item.id, name=item.name, account=item.account, tags=tags
+        )
+        if item.kind == "instance":
+            inst = r if isinstance(r, Instance) else None
+            launched: int | None = inst.launched_days_ago if inst else None
+            if inst is None and group is None:
+                continue
+            cur = item.attrs["type"]
+            prev = inst.previous_type if inst else None
+            changed = inst.changed_days_ago if inst else None
+            stopped = inst.stopped_days_ago if inst else None
+            business = inst.schedule == "business_hours" if inst else False
+            stopped_all = item.attrs["state"] == "stopped" and stopped is None
+            q_cur = [0.0] * days
+            q_prev = [0.0] * days
+            for k in range(days):
+                ago = days - k
+                if not _active(days, k, launched) or stopped_all:
+                    continue
+                if stopped is not None and ago <= stopped:
+                    continue
+                hours = float(_business_hours_of(start + timedelta(days=k))) if business else 24.0
+                if prev and changed is not None and ago > changed:
+                    q_prev[k] = hours
+                else:
+                    q_cur[k] = hours
+            for typ, q in ((cur, q_cur), (prev, q_prev)):
+                if typ and any(q):
+                    out.append(
+                        BillItem(
+                            **base,
+                            service="ec2_compute",
+                            resource_type="Instance",
+                            sku=f"BoxUsage:{typ}",
+                            unit="Hours",
+                            unit_price=prices.instance(typ).hourly,
+                            quantities=q,
+                            business_hours=business,
+                        )
+                    )
+        elif item.kind == "volume":
+            if isinstance(r, Volume):
+                launched = r.created_days_ago
+            elif isinstance(parent, Instance):
+                launched = parent.launched_days_ago
+            else:
+                launched = None
+            month = prices.volume_month(
+                item.attrs["volume_type"], item.attrs["size"], item.attrs.get("iops", 0)
+            )
+            q = [
+                gb_day * item.attrs["size"] if _active(days, k, launched) else 0.0
+                for k in range(days)
+            ]
+            out.append(
+                BillItem(
+                    **base,
+                    service="ec2_other",
+                    resource_type="Volume",
+                    sku=f"EBS:VolumeUsage.{item.attrs['volume_type']}",
+                    unit="GB-Mo",
+                    unit_price=month / item.attrs["size"],
+                    quantities=q,
+                )
+            )
+        elif item.kind == "snapshot":
+            launched = r.created_days_ago if isinstance(r, Snapshot) else None
+            size = item.attrs["size"]
+            q = [gb_day * size if _active(days, k, launched) else 0.0 for k in range(days)]
+            out.append(
+                BillItem(
+                    **base,
+                    service="ec2_other",
+                    resource_type="Snapshot",
+                    sku="EBS:SnapshotUsage",
+                    unit="GB-Mo",
+                    unit_price=prices.snapshot_month(1),
+                    quantities=q,
+                )
+            )
+        elif item.kind in ("address", "load_balancer"):
+            launched = r.launched_days_ago if r is not None else None
+            q = [24.0 if _active(days, k, launched) else 0.0 for k in range(days)]
+            if item.kind == "address":
+                svc, rtype, sku, price = (
+                    "ec2_other",
+                    "ElasticIP",
+                    "PublicIPv4:InUseAddress",
+                    prices.public_ip_hour,
+                )
+                if not item.attrs["instance"]:
+                    sku = "PublicIPv4:IdleAddress"
+            else:
+                svc, rtype, sku = "elb", "LoadBalancer", "LoadBalancerUsage"
+                price = prices.load_balancer_hour(item.attrs["lb_type"])
+            out.append(
+                BillItem(
+                    **base,
+                    service=svc,
+                    resource_type=rtype,
+                    sku=sku,
+                    unit="Hours",
+                    unit_price=price,
+                    quantities=q,
+                )
+            )
+        elif item.kind == "database":
+            launched = r.launched_days_ago if isinstance(r, Database) else None
+            running = item.attrs["state"] not in ("stopped", "stopping")
+            q = [24.0 if running and _active(days, k, launched) else 0.0 for k in range(days)]
+            cls = item.attrs["class"]
+            if any(q):
+                out.append(
+                    BillItem(
+                        **base,
+                        service="rds",
+                        resource_type="DBInstance",
+                        sku=f"InstanceUsage:{cls}",
+                        unit="Hours",
+                        unit_price=prices.database(cls).hourly,
+                        quantities=q,
+                    )
+                )
+            qs = [
+                gb_day * item.attrs["storage"] if _active(days, k, launched) else 0.0
+                for k in range(days)
+            ]
+            out.append(
+                BillItem(
+                    **base,
+                    service="rds",
+                    resource_type="DBStorage",
+                    sku="RDS:GP2-Storage",
+                    unit="GB-Mo",
+                    unit_price=prices.rds_storage_month,
+                    quantities=qs,
+                )
+            )
+        elif item.kind == "bucket":
+            if not isinstance(r, Bucket):
+                continue
+            launched = r.launched_days_ago
+            qs = [gb_day * r.size_gb if _active(days, k, launched) else 0.0 for k in range(days)]
+            out.append(
+                BillItem(
+                    **base,
+                    service="s3",
+                    resource_type="Bucket",
+                    sku="S3:TimedStorage",
+                    unit="GB-Mo",
+                    unit_price=prices.s3_month,
+                    quantities=qs,
+                )
+            )
+            qe = [
+                (r.egress_gb_day + (r.spike_gb_day if days - k <= r.spike_days else 0.0))
+                if _active(days, k, launched)
+                else 0.0
+                for k in range(days)
+            ]
+            if any(qe):
+                out.append(
+                    BillItem(
+                        **base,
+                        service="s3",
+                        resource_type="Bucket",
+                        sku="S3:DataTransfer-Out-Bytes",
+                        unit="GB",
+                        unit_price=prices.transfer_gb,
+                        quantities=qe,
+                    )
+                )
+    return out
+
+
+def _iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _month_bounds(d: date) -> tuple[str, str]:
+    first = d.replace(day=1)
+    nxt = (first + timedelta(days=32)).replace(day=1)
+    return f"{first.isoformat()}T00:00:00Z", f"{nxt.isoformat()}T00:00:00Z"
+
+
+def focus_rows(
+    lines: list[BillItem],
+    prices: PriceTable,
+    start: date,
+    payer: str,
+    account_names: dict[str, str],
+    *,
+    hourly: bool = False,
+) -> list[dict[str, Any]]:
+    """FOCUS rows of the usage lines, one per line and day (or hour of compute, if ``hourly``).
+
+    Args:
+        lines: Usage lines from :func:`bill_items`.
+        prices: The price table (service names).
+        start: First day of the period.
+        payer: The billing (management) account id.
+        account_names: Account id -> name.
+        hourly: One row per running hour for instance usage.
+    """
+    rows: list[dict[str, Any]] = []
+    service_names = {k: prices.service_name(k) for k in _CATEGORY}
+    day0 = datetime(start.year, start.month, start.day, tzinfo=UTC)
+    payer_name = account_names.get(payer, "management")
+    for line in lines:
+        tags = json.dumps(line.tags, sort_keys=True) if line.tags else "{}"
+        fixed = {
+            "BillingAccountId": payer,
+            "BillingAccountName": payer_name,
+            "SubAccountId": line.account,
+            "SubAccountName": account_names.get(line.account, line.account),
+            "ChargeCategory": "Usage",
+            "ChargeDescription": f"{line.sku} {line.unit}",
+            "ProviderName": "AWS",
+            "PublisherName": "AWS",
+            "InvoiceIssuerName": "AWS",
+            "ServiceName": service_names[line.service],
+            "ServiceCategory": _CATEGORY[line.service],
+            "RegionId": prices.raw["region"],
+            "ResourceId": line.resource_id,
+            "ResourceName": line.name,
+            "ResourceType": line.resource_type,
+            "SkuId": line.sku,
+            "PricingUnit": line.unit,
+            "ListUnitPrice": line.unit_price,
+            "BillingCurrency": "USD",
+            "ConsumedUnit": line.unit,
+            "Tags": tags,
+        }
+        per_hour = hourly and line.unit == "Hours" and line.service == "ec2_compute"
+        for k, q in enumerate(line.quantities):
+            if q <= 0:
+                continue
+            day = day0 + timedelta(days=k)
+            bp_start, bp_end = _month_bounds(day.date())
+            if per_hour:
+                first = 8 if line.business_hours else 0
+                spans = [(day + timedelta(hours=first + h), 1.0) for h in range(int(q))]
+                length = timedelta(hours=1)
+            else:
+                spans = [(day, q)]
+                length = timedelta(days=1)
+            for t, qty in spans:
+                cost = round(qty * line.unit_price, 10)
+                row = dict(fixed)
+                row.update(
+                    BillingPeriodStart=bp_start,
+                    BillingPeriodEnd=bp_end,
+                    ChargePeriodStart=_iso(t),
+                    ChargePeriodEnd=_iso(t + length),
+                    PricingQuantity=round(qty, 6),
+                    ConsumedQuantity=round(qty, 6),
+                    ListCost=cost,
+                    BilledCost=cost,
+                    EffectiveCost=cost,
+                )
+                rows.append(row)
+    return rows
+
+
+def to_csv(rows: list[dict[str, Any]]) -> bytes:
+    """The rows as a FOCUS CSV file."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=FOCUS_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue().encode()
+
+
+def cost_explorer_result(rows: list[dict[str, Any]], start: date, days: int) -> dict[str, Any]:
+    """Daily unblended cost by SERVICE, as ``GetCostAndUsage`` answers it."""
+    by_day: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for row in rows:
+        by_day[row["ChargePeriodStart"][:10]][row["ServiceName"]] += row["BilledCost"]
+    results = []
+    for k in range(days):
+        d = (start + timedelta(days=k)).isoformat()
+        e = (start + timedelta(days=k + 1)).isoformat()
+        groups = [
+            {
+                "Keys": [svc],
+                "Metrics": {"UnblendedCost": {"Amount": f"{amt:.10f}", "Unit": "USD"}},
+            }
+            for svc, amt in sorted(by_day.get(d, {}).items())
+        ]
+        results.append(
+            {
+                "TimePeriod": {"Start": d, "End": e},
+                "Total": {},
+                "Groups": groups,
+                "Estimated": False,
+            }
+        )
+    return {
+        "GroupDefinitions": [{"Type": "DIMENSION", "Key": "SERVICE"}],
+        "ResultsByTime": results,
+        "DimensionValueAttributes": [],
+    }

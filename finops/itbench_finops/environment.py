@@ -1,0 +1,169 @@
+"""The live environment of one FinOps trial: a seeded moto server and its billing data."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, timedelta
+from typing import Any
+
+from itbench.domain import Environment, InfrastructureError, TrialContext
+from itbench.tools import Tool
+from itbench_finops.aws import Clients
+from itbench_finops.billing import bill_items, cost_explorer_result, focus_rows, to_csv
+from itbench_finops.prices import PriceTable, load_prices
+from itbench_finops.seed import Seeded, Seeder
+from itbench_finops.server import ACCESS_KEY, MANAGEMENT_ACCOUNT, REGION, SECRET_KEY, MotoServer
+from itbench_finops.spec import FinOpsSpec
+from itbench_finops.state import Item, read_state
+
+#: How many Cost Explorer requests with distinct parameters get the preloaded result.
+CE_PRELOADS = 20
+
+
+class FinOpsEnvironment(Environment):
+    """A moto server on the trial's first port, seeded with the scenario's account.
+
+    Args:
+        spec: The scenario.
+        ctx: The trial context.
+    """
+
+    def __init__(self, spec: FinOpsSpec, ctx: TrialContext) -> None:
+        self.spec = spec
+        self.ctx = ctx
+        self.prices: PriceTable = load_prices()
+        self.server = MotoServer(ctx.port(0), ctx.trial_dir)
+        self.clients = Clients(self.server.url)
+        self.seeded = Seeded()
+        self.initial: dict[str, Item] = {}
+        self.rows: list[dict[str, Any]] = []
+        self.period_start = date.today()
+        self.export_bucket = f"billing-exports-{MANAGEMENT_ACCOUNT}"
+        self.export_key = ""
+        self.agent_started: float | None = None
+        self._tools: list[Tool] | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Start the endpoint and seed the account, its metrics, budgets and billing."""
+        self.server.launch()
+        # Build the clients while the server boots: both take a noticeable part of a second.
+        for service in ("ec2", "iam", "elbv2", "rds", "s3", "cloudwatch", "autoscaling", "budgets"):
+            self.clients.client(service)
+        self.server.wait()
+        try:
+            self.seeded = Seeder(self.spec, self.clients, self.ctx.seed).run()
+            self.initial = self.read_state()
+            self._billing()
+        except InfrastructureError:
+            raise
+        except Exception as exc:
+            raise InfrastructureError(
+                f"seeding the account failed: {type(exc).__name__}: {exc}; "
+                f"endpoint log: {self.server.process.log_tail()}"
+            ) from exc
+
+    def _billing(self) -> None:
+        end = self.seeded.now.date()
+        self.period_start = end - timedelta(days=self.spec.billing_days)
+        names = {rid: name for name, rid in self.seeded.ids.items()}
+        for inst, vol in self.seeded.root_volumes.items():
+            names.setdefault(vol, f"{inst}-root")
+        lines = bill_items(self.spec, self.initial, names, self.prices, self.period_start)
+        account_names = {a.id: a.name for a in self.spec.accounts}
+        account_names.setdefault(MANAGEMENT_ACCOUNT, "management")
+        self.rows = focus_rows(
+            lines,
+            self.prices,
+            self.period_start,
+            MANAGEMENT_ACCOUNT,
+            account_names,
+            hourly=self.spec.hourly_billing,
+        )
+        s3 = self.clients.client("s3")
+        s3.create_bucket(Bucket=self.export_bucket)
+        self.export_key = f"focus/{self.period_start.isoformat()}_{end.isoformat()}/export.csv"
+        s3.put_object(Bucket=self.export_bucket, Key=self.export_key, Body=to_csv(self.rows))
+        ce = cost_explorer_result(self.rows, self.period_start, self.spec.billing_days)
+        self.server.admin(
+            "static/ce/cost-and-usage-results",
+            {"account_id": MANAGEMENT_ACCOUNT, "results": [ce] * CE_PRELOADS},
+        )
+        # The export bucket is part of the account: keep it in the initial inventory.
+        self.initial[self.export_bucket] = Item(
+            "bucket", self.export_bucket, self.export_bucket, MANAGEMENT_ACCOUNT
+        )
+
+    def read_state(self) -> dict[str, Item]:
+        """The account's current resources, by id."""
+        return read_state(self.clients, [a.id for a in self.spec.accounts])
+
+    def tools(self) -> list[Tool]:
+        """The agent's tools."""
+        if self._tools is None:
+            from itbench_finops.tools import make_tools
+
+            self._tools = make_tools(self)
+        return self._tools
+
+    def context(self) -> dict[str, Any]:
+        """Endpoint, credentials, region, accounts and where the billing data is."""
+        end = self.period_start + timedelta(days=self.spec.billing_days)
+        accounts = [
+            {
+                "account_id": MANAGEMENT_ACCOUNT,
+                "name": "management",
+                "access_key_id": ACCESS_KEY,
+                "secret_access_key": SECRET_KEY,
+            }
+        ]
+        for a in self.spec.accounts:
+            creds = self.clients.credentials.get(a.id)
+            if creds is not None:
+                accounts.append(
+                    {
+                        "account_id": a.id,
+                        "name": a.name,
+                        "access_key_id": creds.access_key_id,
+                        "secret_access_key": creds.secret_access_key,
+                    }
+                )
+        return {
+            "endpoint_url": self.server.url,
+            "region": REGION,
+            "account_id": MANAGEMENT_ACCOUNT,
+            "access_key_id": ACCESS_KEY,
+            "secret_access_key": SECRET_KEY,
+            "accounts": accounts,
+            "environment_variables": {
+                "AWS_ENDPOINT_URL": self.server.url,
+                "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+                "AWS_DEFAULT_REGION": REGION,
+            },
+            "billing_export": {
+                "format": "FOCUS 1.0 CSV",
+                "uri": f"s3://{self.export_bucket}/{self.export_key}",
+                "period_start": self.period_start.isoformat(),
+                "period_end": end.isoformat(),
+                "granularity": "hourly compute, daily otherwise"
+                if self.spec.hourly_billing
+                else "daily",
+            },
+            "cost_explorer": (
+                "GetCostAndUsage (management account) answers with the daily UnblendedCost "
+                "grouped by SERVICE for the billing period; use the billing export or the "
+                "billing_query tool for other breakdowns."
+            ),
+            "metrics": f"CloudWatch holds {self.spec.metric_days} days of hourly datapoints.",
+            "prices": "On-demand list prices: the price_list tool. Hours per month: 730.",
+        }
+
+    def teardown(self) -> None:
+        """Stop the endpoint (idempotent)."""
+        self.server.stop()
+
+    def dump(self) -> str:
+        """A JSON summary of the seeded ids, for the trial's artifacts."""
+        return json.dumps({"ids": self.seeded.ids, "accounts": self.seeded.accounts}, indent=1)

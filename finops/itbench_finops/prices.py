@@ -1,0 +1,116 @@
+"""The price table shipped as data, used both to generate billing and to score savings."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+
+
+@dataclass(frozen=True)
+class SizedPrice:
+    """Hourly price and capacity of one instance type or database class."""
+
+    hourly: float
+    vcpu: int
+    memory_gib: float
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """List prices of one region (USD)."""
+
+    raw: dict[str, Any]
+
+    @property
+    def hours_per_month(self) -> float:
+        """Hours in a billing month."""
+        return float(self.raw["hours_per_month"])
+
+    @property
+    def savings_plan_discount(self) -> float:
+        """Discount of a one-year compute savings plan against on-demand."""
+        return float(self.raw["savings_plan_discount"])
+
+    def _sized(self, table: str, name: str) -> SizedPrice:
+        try:
+            hourly, vcpu, mem = self.raw[table][name]
+        except KeyError:
+            raise KeyError(f"no {table} price for {name!r}") from None
+        return SizedPrice(float(hourly), int(vcpu), float(mem))
+
+    def instance(self, instance_type: str) -> SizedPrice:
+        """Price and size of an EC2 instance type."""
+        return self._sized("ec2", instance_type)
+
+    def database(self, instance_class: str) -> SizedPrice:
+        """Price and size of an RDS instance class."""
+        return self._sized("rds", instance_class)
+
+    def instance_types(self) -> list[str]:
+        """Every priced EC2 instance type."""
+        return list(self.raw["ec2"])
+
+    def database_classes(self) -> list[str]:
+        """Every priced RDS class."""
+        return list(self.raw["rds"])
+
+    def volume_month(self, volume_type: str, size_gb: float, iops: int = 0) -> float:
+        """Monthly price of an EBS volume."""
+        try:
+            per_gb = float(self.raw["ebs_gb_month"][volume_type])
+        except KeyError:
+            raise KeyError(f"no EBS price for volume type {volume_type!r}") from None
+        extra = iops * float(self.raw["ebs_iops_month"]) if volume_type in ("io1", "io2") else 0.0
+        return per_gb * size_gb + extra
+
+    def snapshot_month(self, size_gb: float) -> float:
+        """Monthly price of a snapshot of ``size_gb``."""
+        return float(self.raw["snapshot_gb_month"]) * size_gb
+
+    @property
+    def public_ip_hour(self) -> float:
+        """Hourly price of a public IPv4 address (Elastic IP)."""
+        return float(self.raw["public_ipv4_hour"])
+
+    def load_balancer_hour(self, lb_type: str) -> float:
+        """Hourly price of a load balancer."""
+        return float(self.raw["load_balancer_hour"][lb_type])
+
+    @property
+    def rds_storage_month(self) -> float:
+        """Monthly price of one GB of database storage."""
+        return float(self.raw["rds_storage_gb_month"])
+
+    @property
+    def s3_month(self) -> float:
+        """Monthly price of one GB in S3 standard."""
+        return float(self.raw["s3_gb_month"])
+
+    @property
+    def transfer_gb(self) -> float:
+        """Price of one GB of data transfer out."""
+        return float(self.raw["data_transfer_out_gb"])
+
+    def service_name(self, key: str) -> str:
+        """Cost Explorer SERVICE name of a service key (``ec2_compute``, ``rds``, ...)."""
+        return str(self.raw["services"][key]["name"])
+
+    def service_key(self, text: str) -> str | None:
+        """The service key that ``text`` names (its official name or a common alias)."""
+        t = " ".join(text.lower().replace("_", " ").split())
+        for key, entry in self.raw["services"].items():
+            names = [entry["name"].lower(), key.replace("_", " "), *entry["aliases"]]
+            if t in names:
+                return str(key)
+        return None
+
+
+@functools.cache
+def load_prices() -> PriceTable:
+    """The shipped price table."""
+    text = resources.files("itbench_finops").joinpath("data/prices.yaml").read_text()
+    return PriceTable(yaml.safe_load(text))

@@ -1,0 +1,282 @@
+"""Scenario spec and submission models of the FinOps domain."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from itbench.models import ScenarioSpec, Submission
+
+Family = Literal[
+    "anomaly", "idle", "rightsizing", "budget", "autoscaling", "allocation", "commitment"
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Profile(_Strict):
+    """Hourly utilization history of one metric with a daily and weekly shape.
+
+    ``mean`` and ``peak`` are in the metric's unit (percent for CPU, a count for connections
+    and requests). ``quiet_days`` is the number of most recent days without datapoints (the
+    resource was stopped or idle then).
+    """
+
+    mean: float = Field(ge=0)
+    peak: float = Field(ge=0)
+    quiet_days: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _peak_above_mean(self) -> Profile:
+        if self.peak < self.mean:
+            raise ValueError("peak must be at least mean")
+        return self
+
+
+class _Resource(_Strict):
+    name: str = Field(min_length=1, description="Value of the Name tag; unique in the scenario.")
+    account: str | None = Field(default=None, description="Member account id; default: main.")
+    tags: dict[str, str] = Field(default_factory=dict)
+    launched_days_ago: int | None = Field(
+        default=None, ge=0, description="Billed only for this many recent days."
+    )
+
+
+class AttachedVolume(_Strict):
+    """A data volume attached to an instance."""
+
+    size: int = Field(gt=0)
+    volume_type: str = "gp3"
+    iops: int | None = Field(default=None, gt=0, description="Provisioned IOPS (io1/io2).")
+
+
+class Instance(_Resource):
+    """An EC2 instance (with an 8 GiB root volume and optional data volumes)."""
+
+    kind: Literal["instance"]
+    instance_type: str
+    state: Literal["running", "stopped"] = "running"
+    volumes: list[AttachedVolume] = Field(default_factory=list)
+    cpu: Profile | None = None
+    network_mb: Profile | None = Field(default=None, description="NetworkOut, MB per hour.")
+    stopped_days_ago: int | None = Field(default=None, ge=0)
+    previous_type: str | None = Field(default=None, description="Type before a recent change.")
+    changed_days_ago: int | None = Field(default=None, ge=0)
+    schedule: Literal["always", "business_hours"] = "always"
+
+
+class Volume(_Resource):
+    """An EBS volume that is not attached to any instance."""
+
+    kind: Literal["volume"]
+    size: int = Field(gt=0)
+    volume_type: str = "gp2"
+    iops: int | None = Field(default=None, gt=0, description="Provisioned IOPS (io1/io2).")
+    created_days_ago: int = Field(default=60, ge=0)
+
+
+class Snapshot(_Resource):
+    """An EBS snapshot, of a volume of the scenario or of one long deleted."""
+
+    kind: Literal["snapshot"]
+    size: int = Field(gt=0)
+    of_instance: str | None = Field(default=None, description="Snapshot of this instance's root.")
+    created_days_ago: int = Field(default=30, ge=0)
+    image: bool = Field(default=False, description="A registered AMI uses the snapshot.")
+
+
+class Address(_Resource):
+    """An Elastic IP, associated with an instance of the scenario or not."""
+
+    kind: Literal["address"]
+    instance: str | None = None
+
+
+class LoadBalancer(_Resource):
+    """An application load balancer with one target group."""
+
+    kind: Literal["load_balancer"]
+    targets: list[str] = Field(default_factory=list, description="Instance names.")
+    requests: Profile | None = Field(default=None, description="Requests per hour.")
+
+
+class Database(_Resource):
+    """An RDS instance."""
+
+    kind: Literal["database"]
+    instance_class: str
+    engine: str = "postgres"
+    storage_gb: int = Field(default=100, gt=0)
+    connections: Profile | None = None
+    cpu: Profile | None = None
+
+
+class Bucket(_Resource):
+    """An S3 bucket (sizes are billed, not stored)."""
+
+    kind: Literal["bucket"]
+    size_gb: float = Field(default=100, ge=0)
+    egress_gb_day: float = Field(default=0, ge=0)
+    spike_gb_day: float = Field(default=0, ge=0, description="Extra egress per day of a spike.")
+    spike_days: int = Field(default=0, ge=0, description="Most recent days of the spike.")
+
+
+class AutoScalingGroup(_Resource):
+    """An Auto Scaling group; ``load_vcpus`` is the busy vCPUs of the whole group per hour."""
+
+    kind: Literal["asg"]
+    instance_type: str
+    min_size: int = Field(ge=0)
+    max_size: int = Field(ge=0)
+    desired: int = Field(ge=0)
+    load_vcpus: Profile
+
+
+class BudgetNotification(_Strict):
+    """One notification of a budget."""
+
+    notification_type: Literal["ACTUAL", "FORECASTED"] = "ACTUAL"
+    comparison: Literal["GREATER_THAN", "LESS_THAN", "EQUAL_TO"] = "GREATER_THAN"
+    threshold: float = Field(gt=0)
+    threshold_type: Literal["PERCENTAGE", "ABSOLUTE_VALUE"] = "PERCENTAGE"
+    subscribers: list[str] = Field(default_factory=lambda: ["finops@example.com"])
+
+
+class Budget(_Resource):
+    """A cost budget of the main account."""
+
+    kind: Literal["budget"]
+    amount: float = Field(gt=0)
+    time_unit: Literal["DAILY", "MONTHLY", "QUARTERLY", "ANNUALLY"] = "MONTHLY"
+    notifications: list[BudgetNotification] = Field(default_factory=list)
+
+
+Resource = Annotated[
+    Instance
+    | Volume
+    | Snapshot
+    | Address
+    | LoadBalancer
+    | Database
+    | Bucket
+    | AutoScalingGroup
+    | Budget,
+    Field(discriminator="kind"),
+]
+
+
+class Account(_Strict):
+    """A member account of the organization."""
+
+    id: str = Field(pattern=r"^[0-9]{12}$")
+    name: str
+
+
+class Truth(_Strict):
+    """Ground truth, read only by the evaluator and the oracle.
+
+    Which fields matter depends on the family:
+
+    - anomaly: ``account``, ``service``, ``resource``, ``cause``.
+    - idle: ``removable`` (names of the waste; everything else is in use).
+    - rightsizing: ``targets`` (instance names), ``target_cpu``, ``mode``.
+    - budget: ``budget`` (the budget as the policy wants it) and ``cause``.
+    - autoscaling: ``group`` and ``target_cpu``.
+    - allocation: ``owners`` (name -> owner of each untagged resource).
+    - commitment: nothing; the optimum is computed from the usage.
+
+    ``incident: false`` marks a control scenario whose right answer is "no incident".
+    """
+
+    incident: bool = True
+    account: str | None = None
+    service: str | None = None
+    resource: str | None = None
+    cause: str | None = None
+    removable: list[str] = Field(default_factory=list)
+    targets: list[str] = Field(default_factory=list)
+    target_cpu: float = Field(default=80.0, gt=0, le=100)
+    mode: Literal["apply", "recommend"] = "apply"
+    budget: Budget | None = None
+    group: str | None = None
+    owners: dict[str, str] = Field(default_factory=dict)
+    pass_fraction: float = Field(default=0.9, gt=0, le=1)
+
+
+class FinOpsSpec(ScenarioSpec):
+    """A FinOps scenario: an account inventory, its usage history and the ground truth."""
+
+    domain: Literal["finops"]
+    family: Family
+    accounts: list[Account] = Field(default_factory=list)
+    billing_days: int = Field(default=30, ge=7, le=90)
+    metric_days: int = Field(default=14, ge=1, le=30)
+    hourly_billing: bool = Field(default=False, description="Hourly rows in the billing export.")
+    resources: list[Resource] = Field(default_factory=list)
+    truth: Truth
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FinOpsSpec:
+        names = [r.name for r in self.resources]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"resource names must be unique; repeated: {', '.join(dup)}")
+        known = set(names)
+        accounts = {a.id for a in self.accounts}
+        for r in self.resources:
+            if r.account is not None and r.account not in accounts:
+                raise ValueError(f"resource {r.name!r}: account {r.account} is not in accounts")
+        refs = [*self.truth.removable, *self.truth.targets, *self.truth.owners]
+        if self.truth.resource:
+            refs.append(self.truth.resource)
+        if self.truth.group:
+            refs.append(self.truth.group)
+        missing = sorted({n for n in refs if n not in known})
+        if missing:
+            raise ValueError(f"truth names unknown resources: {', '.join(missing)}")
+        return self
+
+    def resource(self, name: str) -> Resource:
+        """The resource named ``name``."""
+        for r in self.resources:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+
+class Recommendation(BaseModel):
+    """A recommended change of one resource."""
+
+    resource_id: str = Field(description="Instance id (i-...) or database identifier.")
+    recommended_type: str = Field(description="Instance type or database class to move to.")
+
+
+class FinOpsSubmission(Submission):
+    """What a FinOps agent reports. Fill the fields the task asks for.
+
+    Remediation itself is scored from the account's final state, not from this report.
+    """
+
+    incident: bool = Field(
+        default=True, description="False to state that the account has nothing to fix."
+    )
+    account_id: str | None = Field(default=None, description="Root-cause account id.")
+    service: str | None = Field(default=None, description="Root-cause service (Cost Explorer).")
+    resource_id: str | None = Field(default=None, description="Root-cause resource id.")
+    cause: str | None = Field(
+        default=None,
+        description=(
+            "Anomaly: new_resource | type_change | usage_spike. "
+            "Budget: amount | threshold | notification_type | time_unit."
+        ),
+    )
+    recommendations: list[Recommendation] = Field(default_factory=list)
+    allocations: dict[str, float] = Field(
+        default_factory=dict, description="Owner -> cost (USD) over the billing export's period."
+    )
+    commitment_hourly: float | None = Field(
+        default=None, ge=0, description="Savings-plan commitment, USD per hour."
+    )

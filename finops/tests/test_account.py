@@ -1,0 +1,248 @@
+"""The environment seen from outside: the real AWS CLI, billing consistency, harm, teardown."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from itbench_finops.domain import FinOpsDomain
+from itbench_finops.spec import FinOpsSpec, FinOpsSubmission
+
+from itbench.process import port_open
+from itbench.registry import Catalog
+from itbench.tools import Toolbox, ToolError
+
+from .conftest import live, toolbox_and_task
+
+
+def _aws_cli() -> list[str]:
+    exe = Path(sys.executable).with_name("aws")
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("aws")
+    if found is None:
+        pytest.fail("the AWS CLI (PyPI package awscli) is not installed")
+    return [found]
+
+
+def _cli(env_ctx: dict[str, Any], *args: str) -> Any:
+    env = {**os.environ, **env_ctx["environment_variables"], "AWS_CONFIG_FILE": "/dev/null"}
+    env.pop("AWS_PROFILE", None)
+    out = subprocess.run(
+        [*_aws_cli(), "--endpoint-url", env_ctx["endpoint_url"], "--output", "json", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout) if out.stdout.strip() else None
+
+
+def delete_everything(toolbox: Toolbox) -> None:
+    """An agent that deletes every resource it can find."""
+
+    def d(service: str, op: str, **p: Any) -> Any:
+        return toolbox.call("aws_describe", service=service, operation=op, params=p)
+
+    def a(service: str, op: str, **p: Any) -> None:
+        with contextlib.suppress(ToolError):
+            toolbox.call("aws_call", service=service, operation=op, params=p)
+
+    ids = [
+        i["InstanceId"]
+        for r in d("ec2", "DescribeInstances")["Reservations"]
+        for i in r["Instances"]
+    ]
+    a("ec2", "TerminateInstances", InstanceIds=ids)
+    for v in d("ec2", "DescribeVolumes")["Volumes"]:
+        a("ec2", "DeleteVolume", VolumeId=v["VolumeId"])
+    for s in d("ec2", "DescribeSnapshots", OwnerIds=["self"])["Snapshots"]:
+        a("ec2", "DeleteSnapshot", SnapshotId=s["SnapshotId"])
+    for e in d("ec2", "DescribeAddresses")["Addresses"]:
+        a("ec2", "ReleaseAddress", AllocationId=e["AllocationId"])
+    for lb in d("elbv2", "DescribeLoadBalancers")["LoadBalancers"]:
+        a("elbv2", "DeleteLoadBalancer", LoadBalancerArn=lb["LoadBalancerArn"])
+    for db in d("rds", "DescribeDBInstances")["DBInstances"]:
+        a(
+            "rds",
+            "DeleteDBInstance",
+            DBInstanceIdentifier=db["DBInstanceIdentifier"],
+            SkipFinalSnapshot=True,
+        )
+
+
+def test_cli_billing_harm_and_teardown(
+    domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    spec = catalog.scenarios["finops/idle-orphans"]
+    assert isinstance(spec, FinOpsSpec)
+    with live(domain, spec, tmp_path) as (env, ctx):
+        context = env.context()
+        port = env.server.port
+        assert context["endpoint_url"] == f"http://127.0.0.1:{port}"
+        # The real AWS CLI sees the planted resources through the endpoint.
+        res = _cli(context, "ec2", "describe-instances")
+        names = {
+            t["Value"]
+            for r in res["Reservations"]
+            for i in r["Instances"]
+            for t in i["Tags"]
+            if t["Key"] == "Name"
+        }
+        assert {"web-01", "web-02", "batch-07", "report-02"} <= names
+        vols = _cli(context, "ec2", "describe-volumes", "--filters", "Name=status,Values=available")
+        assert {v["VolumeId"] for v in vols["Volumes"]} == {
+            env.seeded.ids["scratch-3"],
+            env.seeded.ids["restore-tmp"],
+        }
+        dbs = _cli(context, "rds", "describe-db-instances")
+        assert {d["DBInstanceIdentifier"] for d in dbs["DBInstances"]} == {
+            "orders-db",
+            "legacy-reporting",
+        }
+        lbs = _cli(context, "elbv2", "describe-load-balancers")
+        assert {lb["LoadBalancerName"] for lb in lbs["LoadBalancers"]} == {"lb-web", "lb-old-api"}
+        # The FOCUS export in the bucket and Cost Explorer agree with each other.
+        bucket, key = context["billing_export"]["uri"][5:].split("/", 1)
+        body = env.clients.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+        rows = list(csv.DictReader(io.StringIO(body)))
+        assert rows and {
+            "BilledCost",
+            "ServiceName",
+            "ResourceId",
+            "ChargePeriodStart",
+            "SubAccountId",
+        } <= set(rows[0])
+        export_total = sum(float(r["BilledCost"]) for r in rows)
+        ce = _cli(
+            context,
+            "ce",
+            "get-cost-and-usage",
+            "--time-period",
+            f"Start={context['billing_export']['period_start']},End={context['billing_export']['period_end']}",
+            "--granularity",
+            "DAILY",
+            "--metrics",
+            "UnblendedCost",
+            "--group-by",
+            "Type=DIMENSION,Key=SERVICE",
+        )
+        ce_total = sum(
+            float(g["Metrics"]["UnblendedCost"]["Amount"])
+            for day in ce["ResultsByTime"]
+            for g in day["Groups"]
+        )
+        assert abs(ce_total - export_total) < 0.01
+        assert env.seeded.ids["scratch-3"] in {r["ResourceId"] for r in rows}
+        # Every billed resource is in the inventory, and every billable one is billed.
+        billed = {r["ResourceId"] for r in rows}
+        inventory = {rid for rid, item in env.initial.items() if item.kind != "budget"}
+        assert billed <= inventory, billed - inventory
+        assert {env.seeded.ids[n] for n in ("orders-db", "lb-old-api", "restore-tmp")} <= billed
+        # The ground truth reaches the agent nowhere.
+        toolbox, task = toolbox_and_task(domain, spec, env, ctx)
+        public = task.model_dump_json()
+        assert "removable" not in public and "legacy-reporting" not in json.dumps(context)
+        # An agent that deletes everything saves money but fails through the harm rule.
+        delete_everything(toolbox)
+        result = domain.evaluate(spec, env, FinOpsSubmission(), toolbox, ctx)
+        assert not result.passed
+        assert result.metrics["harm_count"] >= 5
+        assert (result.metrics["savings_fraction"] or 0) > 1
+        assert any("orders-db" in h for h in result.details["harm"])
+    assert not port_open(port)
+    assert not list((tmp_path / "trial" / "pids").glob("*.pid"))
+
+
+@pytest.mark.parametrize(
+    ("sid", "passes"), [("finops/idle-member-accounts", True), ("finops/idle-orphans", False)]
+)
+def test_baseline_solves_some_but_not_all(
+    sid: str, passes: bool, domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    spec = catalog.scenarios[sid]
+    assert isinstance(spec, FinOpsSpec)
+    with live(domain, spec, tmp_path) as (env, ctx):
+        toolbox, task = toolbox_and_task(domain, spec, env, ctx)
+        result = domain.evaluate(spec, env, domain.baseline(task, toolbox), toolbox, ctx)
+        assert result.passed is passes, result.details
+
+
+def test_tools_refuse_writes_through_describe_and_bad_accounts(
+    domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    spec = catalog.scenarios["finops/budget-control"]
+    assert isinstance(spec, FinOpsSpec)
+    with live(domain, spec, tmp_path) as (env, ctx):
+        toolbox, _ = toolbox_and_task(domain, spec, env, ctx)
+        with pytest.raises(ToolError, match="changes the account"):
+            toolbox.call(
+                "aws_describe",
+                service="ec2",
+                operation="TerminateInstances",
+                params={"InstanceIds": ["i-1"]},
+            )
+        with pytest.raises(ToolError, match="unknown account"):
+            toolbox.call(
+                "aws_describe",
+                service="ec2",
+                operation="DescribeVolumes",
+                account_id="999999999999",
+            )
+        with pytest.raises(ToolError, match="no operation"):
+            toolbox.call("aws_describe", service="ec2", operation="DescribeNothing")
+        by_service = toolbox.call("billing_query", group_by=["ServiceName"])
+        assert by_service[0]["ServiceName"] == "Amazon Elastic Compute Cloud - Compute"
+        assert toolbox.call("price_list", section="ec2")["m5.large"]["vcpu"] == 2
+
+
+def test_downsizing_below_need_and_stopping_in_use_instances_is_harm(
+    domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """Scoring reads the account itself: changes made straight through boto3 count too."""
+    spec = catalog.scenarios["finops/rightsizing-c5-2xlarge-12-30"]
+    assert isinstance(spec, FinOpsSpec)
+    with live(domain, spec, tmp_path) as (env, ctx):
+        toolbox, _ = toolbox_and_task(domain, spec, env, ctx)
+        ec2 = env.clients.client("ec2")
+        target, canary = env.seeded.ids["api-main"], env.seeded.ids["api-canary"]
+        ec2.stop_instances(InstanceIds=[target, canary])
+        # Peak 30 % of 8 vCPU needs 3 vCPU at 80 %: c5.large (2 vCPU) is too small.
+        ec2.modify_instance_attribute(InstanceId=target, InstanceType={"Value": "c5.large"})
+        ec2.start_instances(InstanceIds=[target])
+        result = domain.evaluate(spec, env, FinOpsSubmission(), toolbox, ctx)
+        assert not result.passed
+        assert result.metrics["proximity"] == 0.0
+        harms = " | ".join(result.details["harm"])
+        assert f"{canary} (api-canary) left stopped" in harms
+        assert f"{target} (api-main) downsized to c5.large" in harms
+        assert (result.metrics["savings_fraction"] or 0) > 1
+
+
+def test_recover_stops_an_endpoint_a_dead_harness_left(
+    domain: FinOpsDomain, tmp_path: Path
+) -> None:
+    from itbench_finops.server import MotoServer
+
+    from .conftest import free_port
+
+    server = MotoServer(free_port(), tmp_path / "trial")
+    server.start()
+    try:
+        assert port_open(server.port)
+        domain.recover(tmp_path / "trial")
+        assert not port_open(server.port)
+        assert not list((tmp_path / "trial" / "pids").glob("*.pid"))
+    finally:
+        server.stop()

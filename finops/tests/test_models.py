@@ -1,0 +1,71 @@
+"""Spec validation, the price table and billing generation without a server."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+from itbench_finops.billing import BillItem, focus_rows
+from itbench_finops.domain import FinOpsDomain
+from itbench_finops.optimum import best_commitment, best_type, commitment_savings
+from itbench_finops.prices import load_prices
+
+from itbench.plugins import make_plugin_manager
+from itbench.registry import ScenarioLoader
+
+
+def test_plugin_registers_the_domain() -> None:
+    host = make_plugin_manager()
+    domains = [d for _, d in host.call_list("itbench_register_domains")]
+    assert "finops" in {d.name for d in domains}
+
+
+def test_bad_scenario_names_file_field_and_reason(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "domain: finops\nfamily: idle\ngoal: g\ntask_types: [detection]\n"
+        "resources:\n  - {kind: volume, name: v1, size: 10}\n"
+        "truth: {removable: [v2]}\n"
+    )
+    errors = ScenarioLoader({"finops": FinOpsDomain()}).load_file(bad)
+    line = errors[0].line()  # type: ignore[union-attr]
+    assert "bad.yaml" in line and "unknown resources: v2" in line
+    bad.write_text(
+        "domain: finops\nfamily: idle\ngoal: g\ntask_types: [x]\nresources: [{kind: volume, name: v, size: -1}]\ntruth: {}\n"
+    )
+    line = ScenarioLoader({"finops": FinOpsDomain()}).load_file(bad)[0].line()  # type: ignore[union-attr]
+    assert "resources.0.volume.size" in line
+
+
+def test_price_table_drives_rightsizing_and_service_names() -> None:
+    prices = load_prices()
+    assert best_type(prices, "m5.4xlarge", 3.0) == "m5.xlarge"
+    assert prices.service_key("Amazon Simple Storage Service") == "s3"
+    assert prices.service_key("EC2") == "ec2_compute"
+
+
+def test_best_commitment_is_the_steady_floor() -> None:
+    usage = [1.0] * 100 + [3.0] * 40
+    best, saved = best_commitment(usage, 0.28)
+    assert abs(best - 0.72) < 1e-9
+    assert saved > commitment_savings(usage, 1.2, 0.28)
+
+
+def test_focus_rows_price_every_day() -> None:
+    prices = load_prices()
+    line = BillItem(
+        "i-1",
+        "a",
+        "123456789012",
+        "ec2_compute",
+        "Instance",
+        "BoxUsage:m5.large",
+        "Hours",
+        0.096,
+        [24.0] * 30,
+    )
+    rows = focus_rows([line], prices, date(2026, 11, 1), "123456789012", {})
+    assert len(rows) == 30
+    assert abs(sum(r["BilledCost"] for r in rows) - 0.096 * 24 * 30) < 1e-6
+    hourly = focus_rows([line], prices, date(2026, 11, 1), "123456789012", {}, hourly=True)
+    assert len(hourly) == 720
