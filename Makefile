@@ -19,7 +19,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml $(DOMAINS) scripts/system-deps.sh | $(BIN)/python
 	sh scripts/system-deps.sh
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet $(EDITABLES)
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet $(EDITABLES)
 	touch $@
 
 system-deps:

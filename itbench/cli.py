@@ -396,7 +396,7 @@ def report(
     bench: Bench, run_dirs: tuple[Path, ...], k: int, out: Path | None, as_json: bool
 ) -> None:
     """Summarize runs: per domain and agent pass rate, pass@k, metrics, timings."""
-    from itbench.report import display_rows, results_frame, summarize
+    from itbench.report import display_rows, metric_rows, results_frame, summarize
 
     results: list[TrialResult] = []
     for run_dir in run_dirs:
@@ -423,6 +423,9 @@ def report(
         return
     header, rows = display_rows(summary, k)
     console.table(f"report: {', '.join(map(str, run_dirs))}", header, rows)
+    header, rows = metric_rows(summary)
+    if rows:
+        console.table("metrics (mean ± standard error over scored trials)", header, rows)
     for path in written:
         console.out.print(f"wrote {path}", highlight=False)
 

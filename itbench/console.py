@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -13,8 +14,16 @@ from rich.table import Table
 
 from itbench.models import TrialResult, TrialStatus
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+
+def _width(stream: Any) -> int | None:
+    """Rich's own width on a terminal or with ``COLUMNS``; wide enough for tables in a pipe."""
+    if os.environ.get("COLUMNS") or stream.isatty():
+        return None
+    return 160
+
+
+out = Console(soft_wrap=True, width=_width(sys.stdout))
+err = Console(stderr=True, soft_wrap=True, width=_width(sys.stderr))
 
 STATUS_STYLE = {
     TrialStatus.passed: "green",

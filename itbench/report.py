@@ -121,19 +121,13 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 def display_rows(summary: pd.DataFrame, k: int = 1) -> tuple[list[str], list[list[str]]]:
-    """Header and rows for printing: metrics as ``mean ± se``, timings in seconds."""
-    metric_names = [c.removesuffix("_mean") for c in summary.columns if c.endswith("_mean")]
-    metric_names = [m for m in metric_names if f"{m}_se" in summary.columns]
+    """Header and rows of the summary table: counts, pass rate, pass@k and mean timings."""
     header = ["domain", "agent", "trials", "errors", "pass rate", f"pass@{k}"]
-    header += metric_names
     header += ["setup s", "agent s", "total s"]
     rows = []
     for _, r in summary.iterrows():
         row = [str(r["domain"]), str(r["agent"]), str(r["trials"]), str(r["errors"])]
         row += [_fmt(r["pass_rate"]), _fmt(r.get(f"pass@{k}"))]
-        for m in metric_names:
-            mean, se = r[f"{m}_mean"], r[f"{m}_se"]
-            row.append("–" if math.isnan(mean) else f"{mean:.3f} ± {se:.3f}")
         row += [
             _fmt(r.get("setup_mean"), 2),
             _fmt(r.get("agent_mean"), 2),
@@ -143,12 +137,35 @@ def display_rows(summary: pd.DataFrame, k: int = 1) -> tuple[list[str], list[lis
     return header, rows
 
 
+def metric_rows(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the metrics table: one row per (domain, agent, metric) reported.
+
+    Domains report different metrics, so a long table keeps each one readable; metrics that no
+    scored trial of a group reported are left out rather than shown as empty cells.
+    """
+    names = [c.removesuffix("_se") for c in summary.columns if c.endswith("_se")]
+    header = ["domain", "agent", "metric", "mean ± se"]
+    rows = []
+    for _, r in summary.iterrows():
+        for name in names:
+            mean, se = r[f"{name}_mean"], r[f"{name}_se"]
+            if not math.isnan(mean):
+                rows.append([str(r["domain"]), str(r["agent"]), name, f"{mean:.3f} ± {se:.3f}"])
+    return header, rows
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
 def markdown_table(summary: pd.DataFrame, k: int | None = None) -> str:
-    """The summary as a GitHub-flavoured Markdown table."""
+    """The summary and metrics tables as GitHub-flavoured Markdown."""
     if k is None:
         ks = [c for c in summary.columns if c.startswith("pass@")]
         k = int(ks[0].removeprefix("pass@")) if ks else 1
-    header, rows = display_rows(summary, k)
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines = _markdown(*display_rows(summary, k))
+    metrics = metric_rows(summary)
+    if metrics[1]:
+        lines += ["", "### Metrics", "", *_markdown(*metrics)]
     return "\n".join(lines) + "\n"
