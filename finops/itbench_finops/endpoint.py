@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> None:
     # moto answers SIGTERM with sys.exit, and the interpreter's orderly shutdown of moto's
     # module graph takes about a second; the account lives in memory only, so exit at once.
     moto.server.signal_handler = _exit_now
+    from itbench_finops.budget_api import install
+
+    install()
     warm_up()
     moto.server.main(argv if argv is not None else sys.argv[1:])
 

@@ -281,13 +281,25 @@ def _budget(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:
         return False
     got = t.final.get(f"budget:{want.name}")
     expected_notes = sorted(
-        (n.notification_type, n.comparison, float(n.threshold), n.threshold_type)
+        (
+            n.notification_type,
+            n.comparison,
+            float(n.threshold),
+            n.threshold_type,
+            tuple(sorted(n.subscribers)),
+        )
         for n in want.notifications
     )
     fixed = False
     if got is not None:
         notes = sorted(
-            (n["notification_type"], n["comparison"], n["threshold"], n["threshold_type"])
+            (
+                n["notification_type"],
+                n["comparison"],
+                n["threshold"],
+                n["threshold_type"],
+                tuple(n["subscribers"]),
+            )
             for n in got.attrs["notifications"]
         )
         fixed = (
@@ -302,6 +314,7 @@ def _budget(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:
     )
     metrics["budget_fixed"] = fixed
     metrics["diagnosis_cause"] = cause_ok
+    metrics["diagnosis"] = cause_ok
     return fixed and cause_ok
 
 

@@ -270,7 +270,7 @@ class FinOpsSubmission(Submission):
         default=None,
         description=(
             "Anomaly: new_resource | type_change | usage_spike. "
-            "Budget: amount | threshold | notification_type | time_unit."
+            "Budget: amount | threshold | notification_type | time_unit | subscriber."
         ),
     )
     recommendations: list[Recommendation] = Field(default_factory=list)

@@ -208,6 +208,14 @@ def _budgets(clients: Clients) -> list[Item]:
                             "comparison": n["ComparisonOperator"],
                             "threshold": float(n["Threshold"]),
                             "threshold_type": n.get("ThresholdType", "PERCENTAGE"),
+                            "subscribers": sorted(
+                                s["Address"]
+                                for s in budgets.describe_subscribers_for_notification(
+                                    AccountId=MANAGEMENT_ACCOUNT,
+                                    BudgetName=b["BudgetName"],
+                                    Notification=n,
+                                ).get("Subscribers", [])
+                            ),
                         }
                         for n in notes
                     ],

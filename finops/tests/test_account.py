@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from itbench.registry import Catalog
 from itbench.tools import Toolbox, ToolError
 
 from .conftest import live, toolbox_and_task
+from .test_models import telltales
 
 
 def _aws_cli() -> list[str]:
@@ -47,6 +49,23 @@ def _cli(env_ctx: dict[str, Any], *args: str) -> Any:
     )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout) if out.stdout.strip() else None
+
+
+def endpoint_processes(port: int) -> list[int]:
+    """Pids of live endpoint processes serving ``port`` (zombies count as gone)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            status = (proc / "status").read_text()
+        except OSError:
+            continue
+        serving = b"itbench_finops.endpoint" in argv and str(port).encode() in argv
+        if serving and "State:\tZ" not in status:
+            found.append(int(proc.name))
+    return found
 
 
 def delete_everything(toolbox: Toolbox) -> None:
@@ -109,10 +128,10 @@ def test_cli_billing_harm_and_teardown(
         dbs = _cli(context, "rds", "describe-db-instances")
         assert {d["DBInstanceIdentifier"] for d in dbs["DBInstances"]} == {
             "orders-db",
-            "legacy-reporting",
+            "reporting-db",
         }
         lbs = _cli(context, "elbv2", "describe-load-balancers")
-        assert {lb["LoadBalancerName"] for lb in lbs["LoadBalancers"]} == {"lb-web", "lb-old-api"}
+        assert {lb["LoadBalancerName"] for lb in lbs["LoadBalancers"]} == {"lb-web", "lb-api"}
         # The FOCUS export in the bucket and Cost Explorer agree with each other.
         bucket, key = context["billing_export"]["uri"][5:].split("/", 1)
         body = env.clients.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read().decode()
@@ -144,16 +163,49 @@ def test_cli_billing_harm_and_teardown(
             for g in day["Groups"]
         )
         assert abs(ce_total - export_total) < 0.01
+        # ... day by day and service by service, not only in total.
+        export_cells: dict[tuple[str, str], float] = defaultdict(float)
+        for r in rows:
+            export_cells[(r["ChargePeriodStart"][:10], r["ServiceName"])] += float(r["BilledCost"])
+        ce_cells = {
+            (day["TimePeriod"]["Start"], g["Keys"][0]): float(
+                g["Metrics"]["UnblendedCost"]["Amount"]
+            )
+            for day in ce["ResultsByTime"]
+            for g in day["Groups"]
+        }
+        assert set(ce_cells) == set(export_cells)
+        assert all(abs(ce_cells[k] - v) < 1e-6 for k, v in export_cells.items())
+        assert len(ce["ResultsByTime"]) == spec.billing_days
+        # Every row is priced from the price table: cost = quantity x list unit price.
+        for r in rows:
+            cost = float(r["PricingQuantity"]) * float(r["ListUnitPrice"])
+            assert abs(float(r["BilledCost"]) - cost) < 1e-5, r
+        per_instance = {
+            r["ResourceId"]: float(r["ListUnitPrice"])
+            for r in rows
+            if r["ResourceType"] == "Instance"
+        }
+        assert per_instance[env.seeded.ids["web-01"]] == env.prices.instance("m5.large").hourly
         assert env.seeded.ids["scratch-3"] in {r["ResourceId"] for r in rows}
         # Every billed resource is in the inventory, and every billable one is billed.
         billed = {r["ResourceId"] for r in rows}
         inventory = {rid for rid, item in env.initial.items() if item.kind != "budget"}
         assert billed <= inventory, billed - inventory
-        assert {env.seeded.ids[n] for n in ("orders-db", "lb-old-api", "restore-tmp")} <= billed
-        # The ground truth reaches the agent nowhere.
+        assert {env.seeded.ids[n] for n in ("orders-db", "lb-api", "restore-tmp")} <= billed
+        # The ground truth reaches the agent nowhere, and nothing in the account names it.
         toolbox, task = toolbox_and_task(domain, spec, env, ctx)
         public = task.model_dump_json()
-        assert "removable" not in public and "legacy-reporting" not in json.dumps(context)
+        assert "removable" not in public and "reporting-db" not in json.dumps(context)
+        seen = [
+            text
+            for item in env.read_state().values()
+            for text in (item.name, *item.tags, *item.tags.values())
+            if telltales(text)
+        ]
+        assert not seen, seen
+        snaps = _cli(context, "ec2", "describe-snapshots", "--owner-ids", "self")["Snapshots"]
+        assert not [s["Description"] for s in snaps if telltales(s["Description"])]
         # An agent that deletes everything saves money but fails through the harm rule.
         delete_everything(toolbox)
         result = domain.evaluate(spec, env, FinOpsSubmission(), toolbox, ctx)
@@ -163,6 +215,7 @@ def test_cli_billing_harm_and_teardown(
         assert any("orders-db" in h for h in result.details["harm"])
     assert not port_open(port)
     assert not list((tmp_path / "trial" / "pids").glob("*.pid"))
+    assert not endpoint_processes(port)
 
 
 @pytest.mark.parametrize(
@@ -241,8 +294,59 @@ def test_recover_stops_an_endpoint_a_dead_harness_left(
     server.start()
     try:
         assert port_open(server.port)
+        assert endpoint_processes(server.port)
         domain.recover(tmp_path / "trial")
         assert not port_open(server.port)
+        assert not endpoint_processes(server.port)
         assert not list((tmp_path / "trial" / "pids").glob("*.pid"))
     finally:
         server.stop()
+
+
+def test_cli_reads_and_fixes_a_budget_subscriber(
+    domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """The endpoint serves the Budgets subscriber operations moto lacks, to the real CLI."""
+    spec = catalog.scenarios["finops/budget-subscriber"]
+    assert isinstance(spec, FinOpsSpec)
+    with live(domain, spec, tmp_path) as (env, ctx):
+        context = env.context()
+        account = ["--account-id", context["account_id"], "--budget-name", "monthly-cost"]
+        notes = _cli(context, "budgets", "describe-notifications-for-budget", *account)
+        note = notes["Notifications"][0]
+        note_arg = json.dumps(
+            {
+                k: note[k]
+                for k in ("NotificationType", "ComparisonOperator", "Threshold", "ThresholdType")
+            }
+        )
+        subs = _cli(
+            context,
+            "budgets",
+            "describe-subscribers-for-notification",
+            *account,
+            "--notification",
+            note_arg,
+        )
+        assert subs["Subscribers"] == [
+            {"SubscriptionType": "EMAIL", "Address": "finops@example.co"}
+        ]
+        toolbox, _ = toolbox_and_task(domain, spec, env, ctx)
+        noop = domain.evaluate(spec, env, FinOpsSubmission(cause="subscriber"), toolbox, ctx)
+        assert not noop.passed and noop.metrics["budget_fixed"] is False
+        _cli(
+            context,
+            "budgets",
+            "update-subscriber",
+            *account,
+            "--notification",
+            note_arg,
+            "--old-subscriber",
+            "SubscriptionType=EMAIL,Address=finops@example.co",
+            "--new-subscriber",
+            "SubscriptionType=EMAIL,Address=finops@example.com",
+        )
+        result = domain.evaluate(spec, env, FinOpsSubmission(cause="subscriber"), toolbox, ctx)
+        assert result.passed, result.details
+        wrong = domain.evaluate(spec, env, FinOpsSubmission(cause="threshold"), toolbox, ctx)
+        assert not wrong.passed and wrong.metrics["diagnosis_cause"] is False

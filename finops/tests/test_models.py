@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from pathlib import Path
 
@@ -9,9 +10,10 @@ from itbench_finops.billing import BillItem, focus_rows
 from itbench_finops.domain import FinOpsDomain
 from itbench_finops.optimum import best_commitment, best_type, commitment_savings
 from itbench_finops.prices import load_prices
+from itbench_finops.spec import FinOpsSpec
 
 from itbench.plugins import make_plugin_manager
-from itbench.registry import ScenarioLoader
+from itbench.registry import Catalog, ScenarioLoader
 
 
 def test_plugin_registers_the_domain() -> None:
@@ -69,3 +71,58 @@ def test_focus_rows_price_every_day() -> None:
     assert abs(sum(r["BilledCost"] for r in rows) - 0.096 * 24 * 30) < 1e-6
     hourly = focus_rows([line], prices, date(2026, 11, 1), "123456789012", {}, hourly=True)
     assert len(hourly) == 720
+
+
+#: Words that would tell an agent which resource is the planted fault.
+TELLTALE = {
+    "idle",
+    "orphan",
+    "orphaned",
+    "unused",
+    "unattached",
+    "waste",
+    "stale",
+    "old",
+    "legacy",
+    "spare",
+    "zombie",
+    "junk",
+    "leak",
+    "obsolete",
+    "deprecated",
+    "unneeded",
+    "poc",
+    "demo",
+    "fault",
+    "anomaly",
+    "spike",
+    "big",
+    "oversized",
+    "overprovisioned",
+    "misconfigured",
+    "wrong",
+    "removable",
+    "delete",
+    "remove",
+    "target",
+    "incident",
+}
+
+
+def telltales(text: str) -> set[str]:
+    """Telltale words among the alphabetic tokens of ``text``."""
+    return set(re.split(r"[^a-z]+", text.lower())) & TELLTALE
+
+
+def test_no_resource_name_or_tag_in_the_catalog_names_its_fault(catalog: Catalog) -> None:
+    found = []
+    for sid, spec in sorted(catalog.scenarios.items()):
+        assert isinstance(spec, FinOpsSpec)
+        for r in spec.resources:
+            texts = [r.name, *r.tags, *r.tags.values()]
+            texts += [a.name for a in spec.accounts]
+            for text in texts:
+                if telltales(text):
+                    found.append(f"{sid}: {text!r}")
+    assert not found, found
+    assert telltales("lb-old-api") == {"old"}  # the check itself bites
