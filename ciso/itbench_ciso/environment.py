@@ -1,0 +1,108 @@
+"""The live environment of one CISO trial: the policy engine plus the family's systems."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from itbench.domain import Environment, InfrastructureError, TrialContext
+from itbench.tools import Tool
+from itbench_ciso.engine import (
+    EmbeddedEngine,
+    OpaEngine,
+    OpaServer,
+    PolicyEngine,
+    engine_choice,
+    opa_binary,
+)
+from itbench_ciso.families import Runtime
+from itbench_ciso.spec import CisoSpec
+
+#: Port offsets inside the trial's block.
+PORT_AWS = 0
+PORT_OPA = 1
+
+
+def make_runtime(spec: CisoSpec, ctx: TrialContext, engine: PolicyEngine) -> Runtime:
+    """The runtime of ``spec``'s family."""
+    if spec.family == "kubernetes":
+        from itbench_ciso.families.kubernetes import KubernetesRuntime
+
+        return KubernetesRuntime(spec, ctx, engine)
+    if spec.family == "policy-update":
+        from itbench_ciso.families.kubernetes import UpdateRuntime
+
+        return UpdateRuntime(spec, ctx, engine)
+    if spec.family == "linux":
+        from itbench_ciso.families.linux import LinuxRuntime
+
+        return LinuxRuntime(spec, ctx, engine)
+    from itbench_ciso.families.cloud import CloudRuntime
+
+    return CloudRuntime(spec, ctx, engine)
+
+
+class CisoEnvironment(Environment):
+    """Policy engine (embedded by default, an OPA server on request) and the family runtime.
+
+    Args:
+        spec: The scenario.
+        ctx: The trial context (``--option policy_engine=embedded|opa``).
+    """
+
+    def __init__(self, spec: CisoSpec, ctx: TrialContext) -> None:
+        self.spec = spec
+        self.ctx = ctx
+        self.opa_server: OpaServer | None = None
+        self.engine: PolicyEngine = EmbeddedEngine()
+        self.runtime: Runtime | None = None
+
+    def _engine(self) -> PolicyEngine:
+        if engine_choice(self.ctx.options) == "embedded":
+            return EmbeddedEngine()
+        url = os.environ.get("ITBENCH_OPA_URL")
+        if url:
+            return OpaEngine(url)
+        binary = opa_binary()
+        if binary is None:
+            raise InfrastructureError(
+                "policy_engine=opa: set ITBENCH_OPA_URL or put an `opa` binary on PATH"
+            )
+        self.opa_server = OpaServer(binary, self.ctx.port(PORT_OPA), self.ctx.trial_dir)
+        self.opa_server.start()
+        return OpaEngine(self.opa_server.url)
+
+    def setup(self) -> None:
+        """Select the engine, then set up the family's systems."""
+        self.engine = self._engine()
+        self.runtime = make_runtime(self.spec, self.ctx, self.engine)
+        try:
+            self.runtime.setup()
+        except InfrastructureError:
+            raise
+        except Exception as exc:
+            raise InfrastructureError(
+                f"setting up {self.spec.id} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def tools(self) -> list[Tool]:
+        """The family's tools."""
+        if self.runtime is None:
+            raise InfrastructureError("environment not set up")
+        return self.runtime.tools()
+
+    def context(self) -> dict[str, Any]:
+        """The family's public facts and the engine in use."""
+        if self.runtime is None:
+            return {}
+        return {**self.runtime.context(), "policy_engine": self.engine.name}
+
+    def teardown(self) -> None:
+        """Stop the family's systems and the OPA server (idempotent)."""
+        try:
+            if self.runtime is not None:
+                self.runtime.teardown()
+        finally:
+            self.engine.close()
+            if self.opa_server is not None:
+                self.opa_server.stop()

@@ -1,0 +1,111 @@
+"""Per-family runtimes: what the environment shows, the tools, the judge and the reference."""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from itbench.models import Evaluation
+from itbench.tools import Tool
+from itbench_ciso.checks import Variant
+from itbench_ciso.engine import PACKAGE, RULE, PolicyEngine
+from itbench_ciso.spec import CisoSpec, CisoSubmission
+
+if TYPE_CHECKING:
+    from itbench.domain import TrialContext
+
+
+class Runtime(ABC):
+    """One family's part of a trial.
+
+    Args:
+        spec: The scenario.
+        ctx: The trial context.
+        engine: The policy engine of the trial.
+    """
+
+    def __init__(self, spec: CisoSpec, ctx: TrialContext, engine: PolicyEngine) -> None:
+        self.spec = spec
+        self.ctx = ctx
+        self.engine = engine
+        self.visible: Variant | None = None
+        self.hidden: list[Variant] = []
+
+    @property
+    def workspace(self) -> Path:
+        """The agent's workspace."""
+        return self.ctx.workspace
+
+    def setup(self) -> None:  # noqa: B027 - optional
+        """Start what the family needs and write the visible material to the workspace."""
+
+    def teardown(self) -> None:  # noqa: B027 - optional
+        """Stop what :meth:`setup` started (idempotent)."""
+
+    @abstractmethod
+    def tools(self) -> list[Tool]:
+        """The agent's tools."""
+
+    @abstractmethod
+    def context(self) -> dict[str, Any]:
+        """Public facts of the task view."""
+
+    @abstractmethod
+    def judge(self, submission: CisoSubmission | None) -> Evaluation:
+        """Score the submission on the hidden variants."""
+
+    # --- shared helpers ----------------------------------------------------------------------
+
+    def policy_tool(self, default_input: Any) -> Tool:
+        """A tool that evaluates a Rego policy with the trial's engine."""
+
+        def evaluate_policy(policy: str, input_document: Any = None) -> dict[str, Any]:
+            """Evaluate a Rego policy (package compliance) and return its `violations`.
+
+            Without input_document the visible system's document is used.
+            """
+            modules = {"policy.rego": policy}
+            error = self.engine.compile(modules)
+            if error is not None:
+                return {"compiles": False, "error": error}
+            doc = default_input() if input_document is None else input_document
+            verdict = self.engine.evaluate(modules, f"data.{PACKAGE}.{RULE}", [doc])[0]
+            return {"compiles": True, "violations": verdict.value, "error": verdict.error}
+
+        return Tool.from_function(evaluate_policy)
+
+    def save(self, name: str, text: str) -> None:
+        """Write a harness-private artifact of the trial."""
+        path = self.ctx.trial_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+    def compile_policy(self, modules: dict[str, str]) -> str | None:
+        """Compile the submitted modules; the engine's message goes to the trial's artifacts."""
+        error = self.engine.compile(modules)
+        self.save(
+            "policy-compile.txt",
+            f"engine: {self.engine.name}\n" + ("ok\n" if error is None else error + "\n"),
+        )
+        return error
+
+    def save_hidden(self) -> None:
+        """Record the hidden variants' ground truth in the trial's artifacts."""
+        self.save(
+            "hidden-variants.json",
+            json.dumps(
+                [
+                    {"name": v.name, "violating": sorted(v.violating), "notes": v.notes}
+                    for v in self.hidden
+                ],
+                indent=1,
+            ),
+        )
+
+
+def timer() -> float:
+    """Monotonic seconds."""
+    return time.perf_counter()

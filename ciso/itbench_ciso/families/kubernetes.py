@@ -1,0 +1,263 @@
+"""Kubernetes policy generation and policy update: pod snapshots judged per pod."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from itbench.models import Evaluation
+from itbench.tools import Tool, ToolError
+from itbench_ciso.checks import k8s
+from itbench_ciso.engine import PACKAGE, RULE, PolicyError
+from itbench_ciso.families import Runtime, timer
+from itbench_ciso.scoring import Confusion, evaluation, judge_resources
+from itbench_ciso.spec import CisoSubmission
+
+SNAPSHOT_FILE = "cluster/pods.json"
+
+
+def identity(item: Any) -> str | None:
+    """A returned violation as ``Pod/<namespace>/<name>``, or ``None`` if unrecognisable.
+
+    Accepted: an object with ``name`` (and ``namespace``, ``kind``), an object with
+    ``metadata``, or a string ``Kind/namespace/name`` or ``namespace/name``.
+    """
+    if isinstance(item, dict):
+        meta = item.get("metadata") if isinstance(item.get("metadata"), dict) else item
+        name = meta.get("name")
+        if not isinstance(name, str):
+            return None
+        kind = item.get("kind") or "Pod"
+        return f"{kind}/{meta.get('namespace') or ''}/{name}"
+    if isinstance(item, str):
+        parts = item.split("/")
+        if len(parts) == 3:
+            return item
+        if len(parts) == 2:
+            return f"Pod/{parts[0]}/{parts[1]}"
+    return None
+
+
+def flagged_ids(value: Any) -> set[str]:
+    """Identities of a ``violations`` value (a set arrives as a list; an object's keys count)."""
+    if value is None:
+        return set()
+    items = list(value) if isinstance(value, (list, dict)) else [value]
+    out = set()
+    for item in items:
+        ident = identity(item)
+        out.add(ident if ident is not None else f"?/{json.dumps(item, sort_keys=True)[:80]}")
+    return out
+
+
+def package_of(check_id: str) -> str:
+    """Rego package of a policy of a policy set: ``compliance.<id without k8s->``."""
+    return f"{PACKAGE}." + check_id.removeprefix("k8s-").replace("-", "_")
+
+
+def file_of(check_id: str) -> str:
+    """File name of a policy of a policy set."""
+    return check_id.removeprefix("k8s-") + ".rego"
+
+
+def original_set(policy_set: list[str]) -> dict[str, str]:
+    """The reference policies of ``policy_set``, file name -> source."""
+    return {file_of(c): k8s.by_id(c).policy(package_of(c)) for c in policy_set}
+
+
+def updated_set(policy_set: list[str], changed: str, new_check: str) -> dict[str, str]:
+    """``policy_set`` with ``changed`` enforcing ``new_check`` instead (same file and package)."""
+    policies = original_set(policy_set)
+    policies[file_of(changed)] = k8s.by_id(new_check).policy(package_of(changed))
+    return policies
+
+
+class KubernetesRuntime(Runtime):
+    """A pod snapshot served through ``kubectl_get``; the agent writes one Rego policy."""
+
+    def setup(self) -> None:
+        """Generate the visible snapshot and the hidden ones; write the visible one."""
+        plan = self.spec.variants
+        self.visible, self.hidden = k8s.variants(
+            self.spec.check,
+            self.ctx.seed,
+            plan.compliant,
+            plan.non_compliant,
+            also=self.spec.policy_set or None,
+        )
+        path = self.workspace / SNAPSHOT_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.visible.data, indent=1), encoding="utf-8")
+
+    def _snapshot(self) -> dict[str, Any]:
+        assert self.visible is not None
+        return dict(self.visible.data)
+
+    def tools(self) -> list[Tool]:
+        """``kubectl_get`` and ``evaluate_policy``."""
+
+        def kubectl_get(resource: str = "pods", namespace: str | None = None) -> dict[str, Any]:
+            """Return what `kubectl get <resource> [-n NS | -A] -o json` prints for the cluster.
+
+            Only pods are served (namespace None means all namespaces).
+            """
+            if resource.lower() not in ("pods", "pod", "po"):
+                raise ToolError(f"resource {resource!r} is not in this snapshot; served: pods")
+            snap = self._snapshot()
+            if namespace:
+                snap["items"] = [
+                    p for p in snap["items"] if p["metadata"].get("namespace") == namespace
+                ]
+            return snap
+
+        return [Tool.from_function(kubectl_get), self.policy_tool(self._snapshot)]
+
+    def context(self) -> dict[str, Any]:
+        """The policy contract."""
+        return {
+            "family": "kubernetes",
+            "requirement": self.spec.requirement,
+            "cluster_snapshot": str(self.workspace / SNAPSHOT_FILE),
+            "policy_contract": (
+                "Submit `policy`: a Rego v1 module (`package compliance`, `import rego.v1`). Its "
+                "input is the document `kubectl get pods --all-namespaces -o json` prints "
+                "(`input.items` are pods). It must define the set `violations` holding one "
+                'entry per violating pod: {"kind": "Pod", "namespace": ..., "name": ...}. '
+                "It is judged on other clusters than the one shown: every violating pod must "
+                "be returned and no other."
+            ),
+        }
+
+    def judge(self, submission: CisoSubmission | None) -> Evaluation:
+        """Evaluate the policy on every hidden snapshot; pass when every set matches."""
+        start = timer()
+        self.save_hidden()
+        policy = submission.policy if submission else None
+        if not policy:
+            return self._nothing(start, "no policy submitted")
+        modules = {"policy.rego": policy}
+        error = self.compile_policy(modules)
+        if error is not None:
+            return self._nothing(start, error, compiles=False)
+        verdicts = self.engine.evaluate(
+            modules, f"data.{PACKAGE}.{RULE}", [v.data for v in self.hidden]
+        )
+        flagged: list[set[str] | None] = [
+            None if r.error else flagged_ids(r.value) for r in verdicts
+        ]
+        conf, judgements = judge_resources(self.hidden, flagged, [r.error for r in verdicts])
+        return evaluation(
+            conf, judgements, compiles=True, engine=self.engine.name, seconds=timer() - start
+        )
+
+    def _nothing(self, start: float, why: str, compiles: bool = False) -> Evaluation:
+        conf = Confusion()
+        for v in self.hidden:
+            for unit in v.units:
+                conf.add(unit in v.violating, False)
+        return evaluation(
+            conf,
+            [],
+            compiles=compiles,
+            engine=self.engine.name,
+            seconds=timer() - start,
+            details={"reason": why},
+        )
+
+
+class UpdateRuntime(KubernetesRuntime):
+    """An existing policy set plus a changed requirement for one of its policies."""
+
+    def original(self) -> dict[str, str]:
+        """The existing policy set, file name -> source."""
+        return original_set(self.spec.policy_set)
+
+    def setup(self) -> None:
+        """Snapshots as for Kubernetes, plus the policy set in the workspace."""
+        super().setup()
+        folder = self.workspace / "policies"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, source in self.original().items():
+            (folder / name).write_text(source, encoding="utf-8")
+
+    def tools(self) -> list[Tool]:
+        """Kubernetes tools plus ``read_policies``."""
+
+        def read_policies() -> dict[str, str]:
+            """Return the existing policy set: file name -> Rego source."""
+            return self.original()
+
+        return [*super().tools(), Tool.from_function(read_policies)]
+
+    def context(self) -> dict[str, Any]:
+        """The update contract."""
+        assert self.spec.changed is not None
+        return {
+            "family": "policy-update",
+            "requirement": self.spec.requirement,
+            "cluster_snapshot": str(self.workspace / SNAPSHOT_FILE),
+            "policy_set": str(self.workspace / "policies"),
+            "policy_files": sorted(self.original()),
+            "policy_contract": (
+                "Submit `policies`: the whole policy set as file name -> Rego source, with the "
+                "same file names and packages. Each module `package compliance.<name>` defines "
+                'the set `violations` of violating pods {"kind": "Pod", "namespace": ..., '
+                '"name": ...} over the input `kubectl get pods --all-namespaces -o json`. '
+                "Change the policy the new requirement concerns so that it enforces the new "
+                "requirement; every other policy must keep giving exactly the same results."
+            ),
+        }
+
+    def judge(self, submission: CisoSubmission | None) -> Evaluation:
+        """Judge the changed policy on hidden variants and compare the others to the originals."""
+        start = timer()
+        self.save_hidden()
+        assert self.spec.changed is not None
+        policies = dict(submission.policies) if submission else {}
+        if not policies:
+            return self._nothing(start, "no policy set submitted")
+        error = self.compile_policy(policies)
+        if error is not None:
+            return self._nothing(start, error, compiles=False)
+        docs = [v.data for v in self.hidden]
+        original = self.original()
+        changed_pkg = package_of(self.spec.changed)
+        try:
+            answers = self.engine.evaluate(policies, f"data.{changed_pkg}.{RULE}", docs)
+        except PolicyError as exc:
+            return self._nothing(start, str(exc), compiles=False)
+        flagged: list[set[str] | None] = [
+            None if r.error else flagged_ids(r.value) for r in answers
+        ]
+        conf, judgements = judge_resources(self.hidden, flagged, [r.error for r in answers])
+        drift: dict[str, list[str]] = {}
+        for cid in self.spec.policy_set:
+            if cid == self.spec.changed:
+                continue
+            query = f"data.{package_of(cid)}.{RULE}"
+            before = self.engine.evaluate(original, query, docs)
+            after = self.engine.evaluate(policies, query, docs)
+            for v, b, a in zip(self.hidden, before, after, strict=True):
+                if a.error or flagged_ids(a.value) != flagged_ids(b.value):
+                    drift.setdefault(cid, []).append(v.name)
+        unchanged = not drift
+        others = len(self.spec.policy_set) - 1
+        return evaluation(
+            conf,
+            judgements,
+            compiles=True,
+            engine=self.engine.name,
+            seconds=timer() - start,
+            extra={
+                "other_policies_unchanged": unchanged,
+                "other_policies_changed": len(drift),
+                "other_policies": others,
+            },
+            details={"changed_verdicts": drift},
+            gate=unchanged,
+        )
+
+    def _nothing(self, start: float, why: str, compiles: bool = False) -> Evaluation:
+        ev = super()._nothing(start, why, compiles)
+        ev.metrics["other_policies_unchanged"] = False
+        return ev
