@@ -54,6 +54,24 @@ def setup_times(scenario: str, runs: int) -> tuple[list[float], list[float]]:
     return setups, teardowns
 
 
+def catalog_setup_times() -> dict[str, float]:
+    """One setup of every catalog scenario's environment, by scenario id."""
+    domain = FinOpsDomain()
+    catalog = ScenarioLoader({"finops": domain}).load([CATALOG]).scenarios
+    out = {}
+    for i, (sid, spec) in enumerate(sorted(catalog.items())):
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = TrialContext(f"c{i}", i, Path(tmp) / "t", Path(tmp) / "w", free_port(), 1)
+            env = domain.create_environment(spec, ctx)
+            start = time.perf_counter()
+            try:
+                env.setup()
+                out[sid] = time.perf_counter() - start
+            finally:
+                env.teardown()
+    return out
+
+
 def endpoint_start_times(runs: int) -> list[float]:
     """Time from launching the endpoint to its port accepting connections (no seeding)."""
     from itbench_finops.server import MotoServer
@@ -141,6 +159,9 @@ def main() -> None:
     parser.add_argument("--scenario", default="finops/idle-orphans")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--resources", type=int, default=500)
+    parser.add_argument(
+        "--skip-catalog", action="store_true", help="skip the one-setup-per-scenario sweep"
+    )
     args = parser.parse_args()
     bt, rows = billing_times(args.resources, args.runs)
     print(
@@ -151,6 +172,13 @@ def main() -> None:
         f"setup {args.scenario}: median {statistics.median(st):.2f} s, min {min(st):.2f} s, max {max(st):.2f} s over {args.runs} runs (goal <= 3 s)"
     )
     print(f"teardown: median {statistics.median(td):.3f} s")
+    if not args.skip_catalog:
+        cat = catalog_setup_times()
+        slowest = max(cat, key=lambda k: cat[k])
+        print(
+            f"setup of every catalog scenario once ({len(cat)}): median "
+            f"{statistics.median(cat.values()):.2f} s, slowest {slowest} {cat[slowest]:.2f} s"
+        )
     es = endpoint_start_times(args.runs)
     print(f"endpoint start alone (no seeding): median {statistics.median(es):.2f} s")
 
