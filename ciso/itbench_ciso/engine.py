@@ -133,7 +133,7 @@ class EmbeddedEngine(PolicyEngine):
         if text == "undefined":
             return Verdict(value=None)
         try:
-            doc = json.loads(text)
+            doc = json.loads(text, strict=False)  # rego-cpp leaves control characters raw
         except json.JSONDecodeError:
             return Verdict(error=format_rego_error(text, modules))
         results = doc if isinstance(doc, list) else [doc]
