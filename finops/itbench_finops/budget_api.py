@@ -26,6 +26,11 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return key(a) == key(b)
 
 
+def _set_subscribers(notification: Any, subscribers: list[Any]) -> None:
+    # moto stores the request's subscriber list as is (its annotation says dict).
+    notification.subscribers = subscribers
+
+
 def install() -> None:
     """Add the missing Budgets operations to moto's handler (idempotent)."""
     from moto.budgets.exceptions import NotFoundException
@@ -59,7 +64,7 @@ def install() -> None:
         n = notification_of(self, budget_of(self), "Notification")
         sub = self._get_param("Subscriber")
         if sub not in n.subscribers:
-            n.subscribers = [*n.subscribers, sub]
+            _set_subscribers(n, [*n.subscribers, sub])
         return json.dumps({})
 
     def delete_subscriber(self: BudgetsResponse) -> str:
@@ -67,7 +72,7 @@ def install() -> None:
         sub = self._get_param("Subscriber")
         if sub not in n.subscribers:
             raise NotFoundException("Unable to find subscriber - the subscriber doesn't exist.")
-        n.subscribers = [s for s in n.subscribers if s != sub]
+        _set_subscribers(n, [s for s in n.subscribers if s != sub])
         return json.dumps({})
 
     def update_subscriber(self: BudgetsResponse) -> str:
@@ -75,7 +80,7 @@ def install() -> None:
         old, new = self._get_param("OldSubscriber"), self._get_param("NewSubscriber")
         if old not in n.subscribers:
             raise NotFoundException("Unable to find subscriber - the subscriber doesn't exist.")
-        n.subscribers = [new if s == old else s for s in n.subscribers]
+        _set_subscribers(n, [new if s == old else s for s in n.subscribers])
         return json.dumps({})
 
     def update_notification(self: BudgetsResponse) -> str:

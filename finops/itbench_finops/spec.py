@@ -213,7 +213,7 @@ class FinOpsSpec(ScenarioSpec):
     family: Family
     accounts: list[Account] = Field(default_factory=list)
     billing_days: int = Field(default=30, ge=7, le=90)
-    metric_days: int = Field(default=14, ge=1, le=30)
+    metric_days: int = Field(default=14, ge=14, le=30)
     hourly_billing: bool = Field(default=False, description="Hourly rows in the billing export.")
     resources: list[Resource] = Field(default_factory=list)
     truth: Truth
@@ -237,7 +237,58 @@ class FinOpsSpec(ScenarioSpec):
         missing = sorted({n for n in refs if n not in known})
         if missing:
             raise ValueError(f"truth names unknown resources: {', '.join(missing)}")
+        problems = [*self._unpriced(), *self._dangling()]
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
+
+    def _unpriced(self) -> list[str]:
+        """Types, classes and volume types the price table does not know."""
+        from itbench_finops.prices import load_prices
+
+        raw = load_prices().raw
+        out: list[str] = []
+
+        def check(r: _Resource, field: str, value: str | None, table: str) -> None:
+            if value is not None and value not in raw[table]:
+                out.append(f"resource {r.name!r}: {field} {value!r} is not in the price table")
+
+        for r in self.resources:
+            if isinstance(r, Instance):
+                check(r, "instance_type", r.instance_type, "ec2")
+                check(r, "previous_type", r.previous_type, "ec2")
+                for v in r.volumes:
+                    check(r, "volumes.volume_type", v.volume_type, "ebs_gb_month")
+            elif isinstance(r, AutoScalingGroup):
+                check(r, "instance_type", r.instance_type, "ec2")
+            elif isinstance(r, Volume):
+                check(r, "volume_type", r.volume_type, "ebs_gb_month")
+            elif isinstance(r, Database):
+                check(r, "instance_class", r.instance_class, "rds")
+        return out
+
+    def _dangling(self) -> list[str]:
+        """References to instances that are not in the scenario, or to the wrong kind."""
+        instances = {r.name for r in self.resources if isinstance(r, Instance)}
+        out = []
+        for r in self.resources:
+            refs: list[tuple[str, str | None]] = []
+            if isinstance(r, Address):
+                refs = [("instance", r.instance)]
+            elif isinstance(r, Snapshot):
+                refs = [("of_instance", r.of_instance)]
+            elif isinstance(r, LoadBalancer):
+                refs = [("targets", t) for t in r.targets]
+            for field, name in refs:
+                if name is not None and name not in instances:
+                    out.append(f"resource {r.name!r}: {field} {name!r} is not an instance")
+        for name in self.truth.targets:
+            if name not in instances:
+                out.append(f"truth.targets: {name!r} is not an instance")
+        groups = {r.name for r in self.resources if isinstance(r, AutoScalingGroup)}
+        if self.truth.group is not None and self.truth.group not in groups:
+            out.append(f"truth.group: {self.truth.group!r} is not an Auto Scaling group")
+        return out
 
     def resource(self, name: str) -> Resource:
         """The resource named ``name``."""

@@ -37,6 +37,17 @@ def test_bad_scenario_names_file_field_and_reason(tmp_path: Path) -> None:
     )
     line = ScenarioLoader({"finops": FinOpsDomain()}).load_file(bad)[0].line()  # type: ignore[union-attr]
     assert "resources.0.volume.size" in line
+    bad.write_text(
+        "domain: finops\nfamily: rightsizing\ngoal: g\ntask_types: [x]\nresources:\n"
+        "  - {kind: instance, name: a, instance_type: m5.huge}\n"
+        "  - {kind: address, name: ip, instance: b}\n"
+        "truth: {targets: [ip]}\n"
+    )
+    line = ScenarioLoader({"finops": FinOpsDomain()}).load_file(bad)[0].line()  # type: ignore[union-attr]
+    assert "bad.yaml" in line
+    assert "resource 'a': instance_type 'm5.huge' is not in the price table" in line
+    assert "resource 'ip': instance 'b' is not an instance" in line
+    assert "truth.targets: 'ip' is not an instance" in line
 
 
 def test_price_table_drives_rightsizing_and_service_names() -> None:
