@@ -1,0 +1,136 @@
+"""Reference agents of the SRE domain: the oracle, the heuristic baseline and a destructive one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from itbench_sre import faults, topology
+from itbench_sre.spec import SreSpec, SreSubmission
+
+from itbench.agents import Agent, AgentContext
+from itbench.models import TaskView
+from itbench.tools import Toolbox, ToolError
+
+_ALERT_TYPES = {
+    "MemoryHigh": "memory_leak",
+    "CpuSaturated": "cpu_saturation",
+    "QueueBacklog": "consumer_stopped",
+    "HighLatency": "network_latency",
+    "PoolSaturated": "pool_exhaustion",
+}
+
+
+def oracle(spec: SreSpec, toolbox: Toolbox) -> SreSubmission:
+    """Submit the ground truth and apply each fault's reference fix through the tools."""
+    truth = spec.truth()
+    if not truth.incident:
+        return SreSubmission(incident=False)
+    if "mitigation" in spec.task_types:
+        for f in spec.faults:
+            mech = faults.get(f.mechanism)
+            assert mech.fix is not None
+            for tool, args in mech.fix(f.target, f.merged_params()):
+                toolbox.call(tool, **args)
+    return SreSubmission(
+        incident=True,
+        root_causes=list(truth.root_causes),
+        fault_type=truth.fault_types[0] if truth.fault_types else None,
+        propagation=list(truth.propagation),
+    )
+
+
+def _depth(service: str) -> int:
+    """Distance of a service from the entry point (deeper services are likelier causes)."""
+    d = topology.hops("frontend", service)
+    return d if d is not None else 0
+
+
+def baseline(task: TaskView, toolbox: Toolbox) -> SreSubmission:
+    """Alerts + topology + process state to localize; rollback, restart or start to mitigate."""
+    firing = toolbox.call("alerts")
+    if not firing:
+        return SreSubmission(incident=False)
+    procs = {p["name"]: p for p in toolbox.call("processes")}
+    down = [n for n, p in procs.items() if n in ("redis", "postgres") and p["state"] != "RUNNING"]
+    paused = [n for n, p in procs.items() if p.get("process_status") == "stopped"]
+    jobs: dict[str, list[str]] = {}
+    for a in firing:
+        job = a["labels"].get("job")
+        if job in topology.BY_NAME:
+            jobs.setdefault(job, []).append(a["name"])
+    if down:
+        root, ftype = down[0], "datastore_down"
+    elif paused:
+        root, ftype = topology.canonical(paused[0]) or paused[0], "process_hang"
+    elif jobs:
+        root = max(jobs, key=lambda j: (_depth(j), len(jobs[j])))
+        names = jobs[root]
+        ftype = "crash_loop" if "InstanceDown" in names else "bad_release"
+        for alert, kind in _ALERT_TYPES.items():
+            if alert in names:
+                ftype = kind
+                break
+    else:
+        names = [a["name"] for a in firing]
+        root = "notification" if "QueueBacklog" in names else "frontend"
+        ftype = _ALERT_TYPES.get(names[0], "bad_release")
+    if "mitigation" in task.task_types:
+        _mitigate(toolbox, root, down, paused)
+    return SreSubmission(
+        incident=True,
+        root_causes=[root],
+        fault_type=ftype,
+        propagation=topology.propagation_chain(root),
+    )
+
+
+def _mitigate(toolbox: Toolbox, root: str, down: list[str], paused: list[str]) -> None:
+    if down:
+        toolbox.call("start", target=down[0])
+        return
+    if paused:
+        toolbox.call("restart", target=paused[0])
+        return
+    if root not in topology.BY_NAME:
+        return
+    revisions = toolbox.call("read_config", entity=root).get("revisions", [])
+    try:
+        if len(revisions) > 1:
+            toolbox.call("rollback", service=root)
+        else:
+            toolbox.call("restart", target=root)
+    except ToolError:
+        pass
+
+
+class Destructive(Agent):
+    """Quiets every alert the wrong way: stops services, scales to zero, silences Prometheus,
+    stops the load generator, then claims the incident is fixed.
+    """
+
+    def run(self, task: TaskView, toolbox: Toolbox) -> SreSubmission:
+        """Break everything that could raise an alert."""
+        for s in topology.SERVICES:
+            _try(toolbox, "scale", service=s.name, replicas=0)
+        for target in ("redis", "postgres", "mesh"):
+            _try(toolbox, "stop", target=target)
+        _try(toolbox, "edit_config", entity="prometheus-rules", content="groups: []\n")
+        _try(toolbox, "restart", target="prometheus")
+        _try(toolbox, "stop", target="loadgen")
+        return SreSubmission(incident=True, root_causes=["frontend"], fault_type="bad_release")
+
+
+def _try(toolbox: Toolbox, tool: str, **args: Any) -> None:
+    try:
+        toolbox.call(tool, **args)
+    except ToolError:
+        pass
+
+
+def destructive(ctx: AgentContext) -> Agent:
+    """Factory of :class:`Destructive`."""
+    return Destructive()
+
+
+__all__ = ["Destructive", "baseline", "destructive", "json", "oracle"]

@@ -1,0 +1,115 @@
+"""Background shoppers: ``python -m itbench_sre.app.loadgen CONFIG``.
+
+Drives a steady request mix against the frontend replicas (a client-side load balancer that
+skips replicas refusing connections) and appends every request's outcome to a JSON-lines file:
+the workload oracle of the evaluator. Also exports its own Prometheus metrics.
+"""
+
+from __future__ import annotations
+
+import http.client
+import itertools
+import json
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import Counter, Histogram, start_http_server
+
+SHOPPED = Counter("loadgen_requests_total", "Workload requests", ["route", "outcome"])
+SHOP_LATENCY = Histogram(
+    "loadgen_request_duration_seconds",
+    "Workload request latency",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0),
+)
+
+MIX = (("home", 40), ("product", 25), ("cart", 20), ("checkout", 15))
+
+
+def _request(
+    targets: list[str], rr: itertools.count[int], kind: str, user: str, timeout: float
+) -> int:
+    method, path, body = "GET", "/", None
+    if kind == "product":
+        path = f"/product/{random.randint(1, 20)}"
+    elif kind == "cart":
+        method, path, body = "POST", "/cart", {"user": user, "item": random.randint(1, 20)}
+    elif kind == "checkout":
+        method, path, body = "POST", "/checkout", {"user": user}
+    start = next(rr)
+    for i in range(len(targets)):
+        host, _, port = targets[(start + i) % len(targets)].rpartition(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+        try:
+            conn.connect()
+        except ConnectionRefusedError:
+            conn.close()
+            continue
+        except OSError:
+            conn.close()
+            return 0
+        try:
+            payload = json.dumps(body).encode() if body is not None else None
+            conn.request(method, path, body=payload, headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            resp.read()
+            return resp.status
+        except (OSError, http.client.HTTPException):
+            return 0
+        finally:
+            conn.close()
+    return 0
+
+
+def _worker(
+    cfg: dict[str, Any], out: Any, lock: threading.Lock, rr: itertools.count[int], n: int
+) -> None:
+    interval = float(cfg["workers"]) / float(cfg["rate"])
+    kinds = [k for k, w in MIX for _ in range(w)]
+    rnd = random.Random(n)
+    time.sleep(rnd.random() * interval)
+    while True:
+        t0 = time.time()
+        kind = rnd.choice(kinds)
+        status = _request(
+            cfg["targets"], rr, kind, f"user{rnd.randint(1, 50)}", float(cfg["timeout"])
+        )
+        elapsed = time.time() - t0
+        ok = 200 <= status < 400
+        SHOPPED.labels(route=kind, outcome="ok" if ok else "error").inc()
+        SHOP_LATENCY.observe(elapsed)
+        rec = {
+            "ts": round(t0, 3),
+            "route": kind,
+            "status": status,
+            "ok": ok,
+            "ms": round(elapsed * 1000, 1),
+        }
+        with lock:
+            out.write(json.dumps(rec) + "\n")
+        time.sleep(max(0.0, interval - elapsed) * (0.5 + rnd.random()))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Shop forever."""
+    args = argv if argv is not None else sys.argv[1:]
+    cfg = json.loads(Path(args[0]).read_text())
+    start_http_server(int(cfg["port"]), addr="127.0.0.1")
+    out = Path(cfg["outcomes"]).open("a", encoding="utf-8", buffering=1)
+    lock = threading.Lock()
+    rr = itertools.count()
+    threads = [
+        threading.Thread(target=_worker, args=(cfg, out, lock, rr, i), daemon=True)
+        for i in range(int(cfg["workers"]))
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+if __name__ == "__main__":
+    main()

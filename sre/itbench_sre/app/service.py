@@ -1,0 +1,472 @@
+"""One instance of a shop service: ``python -m itbench_sre.app.service CONFIG INSTANCE PORT``."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import random
+import ssl
+import sys
+import threading
+import time
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import psutil
+from itbench_sre.app.runtime import (
+    INFLIGHT,
+    LATENCY,
+    REQUESTS,
+    Runtime,
+    TokenBucket,
+    UpstreamError,
+    env_dir,
+)
+from prometheus_client import Gauge, generate_latest
+
+POOL_IN_USE = Gauge("pool_connections_in_use", "Datastore connections in use")
+POOL_MAX = Gauge("pool_connections_max", "Datastore pool size")
+QUEUE_DEPTH = Gauge("queue_depth", "Messages waiting in the order queue")
+QUEUE_PROCESSED = Gauge("queue_last_processed_timestamp", "When a message was last handled")
+
+
+class HttpError(Exception):
+    """An error answer of a handler."""
+
+    def __init__(self, status: int, msg: str) -> None:
+        super().__init__(msg)
+        self.status = status
+
+
+class PgPool:
+    """A small PostgreSQL connection pool with an acquire timeout."""
+
+    def __init__(self, rt: Runtime, upstream: str = "postgres") -> None:
+        self.rt = rt
+        addr = rt.config["upstreams"][upstream]
+        self.host, _, port = addr.rpartition(":")
+        self.port = int(port)
+        self.size = int(rt.config.get("pool_size", 4))
+        self.timeout = float(rt.config.get("pool_timeout", 1.0))
+        self.db = rt.config["postgres"]
+        self.recycle = float(rt.config.get("pool_recycle_s", 3.0))
+        self.free: queue.LifoQueue[Any] = queue.LifoQueue()
+        self.sem = threading.BoundedSemaphore(self.size)
+        self.used = 0
+        POOL_MAX.set(self.size)
+
+    def _connect(self) -> Any:
+        import pg8000.dbapi
+
+        return pg8000.dbapi.connect(
+            host=self.host,
+            port=self.port,
+            user=self.db["user"],
+            password=self.db["password"],
+            database=self.db["database"],
+            timeout=float(self.rt.config.get("timeouts", {}).get("postgres", 2.0)),
+            application_name=self.rt.instance,
+        )
+
+    def query(self, sql: str, args: tuple[Any, ...] = (), fetch: bool = True) -> list[Any]:
+        """Run one statement on a pooled connection."""
+        if not self.sem.acquire(timeout=self.timeout):
+            raise HttpError(503, "database pool exhausted: no connection within timeout")
+        self.used += 1
+        POOL_IN_USE.set(self.used)
+        conn = None
+        try:
+            try:
+                conn = self.free.get_nowait()
+                if time.monotonic() - conn._born > self.recycle:
+                    conn.close()
+                    conn = None
+            except queue.Empty:
+                conn = None
+            if conn is None:
+                conn = self._connect()
+                conn._born = time.monotonic()
+            cur = conn.cursor()
+            cur.execute(sql, args)
+            rows = cur.fetchall() if fetch else []
+            conn.commit()
+            self.free.put(conn)
+            conn = None
+            return list(rows)
+        except HttpError:
+            raise
+        except Exception as exc:
+            if conn is not None:
+                try:
+                    conn.close()
+                except Exception:  # noqa: BLE001 - a broken connection is dropped either way
+                    pass
+            raise HttpError(500, f"database error: {type(exc).__name__}: {exc}") from exc
+        finally:
+            self.used -= 1
+            POOL_IN_USE.set(self.used)
+            self.sem.release()
+
+
+def _affinity(pid: int) -> float:
+    """A deliberately expensive per-product score."""
+    x = Decimal(pid)
+    for _ in range(4000):
+        x = (x * Decimal("1.0000001")).quantize(Decimal("0.000001"))
+    return float(x)
+
+
+def _redis(rt: Runtime) -> Any:
+    import redis
+
+    host, _, port = rt.config["upstreams"]["redis"].rpartition(":")
+    return redis.Redis(
+        host=host,
+        port=int(port),
+        socket_timeout=float(rt.config.get("timeouts", {}).get("redis", 1.0)),
+        socket_connect_timeout=1.0,
+        max_connections=int(rt.config.get("pool_size", 4)) * 4,
+        decode_responses=True,
+    )
+
+
+def _redis_call(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception as exc:
+        raise HttpError(500, f"redis error: {type(exc).__name__}: {exc}") from exc
+
+
+class Shop:
+    """Routes of every service kind; each instance uses the routes of its own service."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.flags: dict[str, Any] = dict(rt.config.get("flags", {}))
+        self.release = str(rt.config.get("release", "0"))
+        self.pg = PgPool(rt) if "postgres" in rt.config.get("upstreams", {}) else None
+        self.redis = _redis(rt) if "redis" in rt.config.get("upstreams", {}) else None
+        self.cache: list[bytes] = []
+        rate = rt.config.get("max_rps")
+        self.bucket = TokenBucket(float(rate)) if rate else None
+        workers = rt.config.get("max_concurrency")
+        self.workers = threading.BoundedSemaphore(int(workers)) if workers else None
+        self.work_s = float(rt.config.get("work_ms") or 0) / 1000
+
+    def handle(self, method: str, path: str, query: dict[str, str], body: Any) -> Any:
+        """Dispatch one request; returns a JSON-able answer or raises ``HttpError``."""
+        fn = getattr(self, f"r_{self.rt.service}", None)
+        if fn is None:
+            raise HttpError(404, "no such route")
+        if self.bucket is not None and not self.bucket.take():
+            raise HttpError(503, "instance over capacity")
+        if self.workers is None:
+            return fn(method, path, query, body)
+        with self.workers:
+            if self.work_s:
+                time.sleep(self.work_s)
+            return fn(method, path, query, body)
+
+    # --- frontend -------------------------------------------------------------------
+    def r_frontend(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        rt = self.rt
+        if path == "/" and method == "GET":
+            products = rt.call("catalog", "GET", "/products")
+            recs = rt.call("recommendation", "GET", "/recommendations")
+            return {"products": len(products.get("products", [])), "recs": recs.get("ids", [])}
+        if path.startswith("/product/") and method == "GET":
+            return rt.call("catalog", "GET", "/products/" + path.rsplit("/", 1)[1])
+        if path == "/cart" and method == "POST":
+            user = body.get("user", "anon")
+            return rt.call("cart", "POST", f"/cart/{user}", {"item": body.get("item", 1)})
+        if path == "/checkout" and method == "POST":
+            return rt.call("checkout", "POST", "/checkout", body)
+        raise HttpError(404, "no such route")
+
+    # --- catalog --------------------------------------------------------------------
+    def r_catalog(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        assert self.pg is not None
+        slow = self.release >= "1.8.0"
+        if path == "/products":
+            sql = "SELECT id, name, price_cents FROM products ORDER BY id"
+            if slow:
+                sql = "SELECT id, name, price_cents, pg_sleep(0.04) FROM products ORDER BY id"
+            rows = self.pg.query(sql)
+            return {"products": [{"id": r[0], "name": r[1], "price": r[2]} for r in rows]}
+        if path.startswith("/products/"):
+            pid = int(path.rsplit("/", 1)[1]) if path.rsplit("/", 1)[1].isdigit() else 0
+            rows = self.pg.query("SELECT id, name, price_cents FROM products WHERE id = %s", (pid,))
+            if not rows:
+                raise HttpError(404, "unknown product")
+            price = rows[0][2]
+            if self.flags.get("dynamic_pricing"):
+                try:
+                    price = self._price_rules()[rows[0][1]]
+                except KeyError as exc:
+                    raise HttpError(500, f"KeyError: {exc}") from None
+            return {"id": rows[0][0], "name": rows[0][1], "price": price}
+        raise HttpError(404, "no such route")
+
+    def _price_rules(self) -> dict[str, int]:
+        rules = self.rt.config.get("pricing_rules") or {}
+        return {str(k): int(v) for k, v in rules.items()}
+
+    # --- recommendation -------------------------------------------------------------
+    def r_recommendation(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        products = self.rt.call("catalog", "GET", "/products").get("products", [])
+        ids = [p["id"] for p in products]
+        random.shuffle(ids)
+        if self.flags.get("personalized"):
+            ids.sort(key=_affinity)
+        return {"ids": ids[:3]}
+
+    # --- cart -----------------------------------------------------------------------
+    def r_cart(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        assert self.redis is not None
+        user = path.rsplit("/", 1)[1]
+        key = f"cart:{user}"
+        if self.flags.get("session_cache"):
+            self.cache.append(b"s" * (int(self.rt.config.get("session_cache_mb", 6)) * 2**20))
+        if method == "GET":
+            return {"items": [int(x) for x in _redis_call(self.redis.lrange, key, 0, -1)]}
+        if method == "POST":
+            item = int(body.get("item", 1))
+            if self.release >= "2.1.0" and item % 3 == 0:
+                raise HttpError(500, f"cannot serialize cart entry {item}")
+            _redis_call(self.redis.rpush, key, item)
+            _redis_call(self.redis.expire, key, 600)
+            return {"ok": True}
+        if method == "DELETE":
+            _redis_call(self.redis.delete, key)
+            return {"ok": True}
+        raise HttpError(405, "method not allowed")
+
+    # --- checkout -------------------------------------------------------------------
+    def r_checkout(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        assert self.pg is not None and self.redis is not None
+        rt = self.rt
+        user = body.get("user", "anon")
+        if self.flags.get("gift_wrap") and not self.rt.config.get("wrapping_options"):
+            raise HttpError(500, "KeyError: 'wrapping_options'")
+        items = rt.call("cart", "GET", f"/cart/{user}").get("items", []) or [1]
+        total = 100 * len(items) + random.randint(0, 99)
+        conv = rt.call("currency", "GET", f"/convert?amount={total}&to=EUR")
+        pay = rt.call("payment", "POST", "/charge", {"amount": conv["amount"], "user": user})
+        ship = rt.call("shipping", "GET", f"/quote?items={len(items)}")
+        rows = self.pg.query(
+            "INSERT INTO orders (username, total_cents, shipping_cents) VALUES (%s, %s, %s) "
+            "RETURNING id",
+            (user, int(conv["amount"]), int(ship["cost"])),
+        )
+        order = rows[0][0]
+        depth = _redis_call(self.redis.rpush, "orders", json.dumps({"order": order, "user": user}))
+        QUEUE_DEPTH.set(int(depth))
+        rt.call("cart", "DELETE", f"/cart/{user}")
+        return {"order": order, "payment": pay.get("id")}
+
+    # --- payment --------------------------------------------------------------------
+    def r_payment(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        amount = Decimal(str(body.get("amount", 0)))
+        if self.release >= "2.4.0":
+            cents = int(amount) % 100
+            if cents >= 50:
+                raise HttpError(500, f"charge rejected by processor adapter: amount {amount}")
+        self.rt.call("currency", "GET", f"/convert?amount={amount}&to=USD")
+        return {"id": f"pay-{random.randint(10**5, 10**6)}", "amount": str(amount)}
+
+    # --- shipping -------------------------------------------------------------------
+    def r_shipping(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        items = int(q.get("items", "1"))
+        conv = self.rt.call("currency", "GET", f"/convert?amount={500 + 50 * items}&to=EUR")
+        return {"cost": conv["amount"]}
+
+    # --- currency -------------------------------------------------------------------
+    def r_currency(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        amount = float(q.get("amount", "0"))
+        rate = {"EUR": 0.92, "USD": 1.0, "GBP": 0.79}.get(q.get("to", "USD"), 1.0)
+        if self.flags.get("precise_rounding"):
+            x = Decimal(amount)
+            for _ in range(60000):
+                x = (x * Decimal("1.0000001")).quantize(Decimal("0.000001"))
+        return {"amount": int(amount * rate)}
+
+    # --- notification (HTTP side) -----------------------------------------------------
+    def r_notification(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        return {"queued": QUEUE_DEPTH._value.get()}
+
+    def consume(self) -> None:
+        """Background consumer of the order queue (notification only)."""
+        assert self.redis is not None and self.pg is not None
+        while True:
+            try:
+                QUEUE_DEPTH.set(self.redis.llen("orders"))
+                item = self.redis.blpop(["orders"], timeout=1)
+                if item is None:
+                    QUEUE_PROCESSED.set(time.time())
+                    continue
+                msg = json.loads(item[1])
+                self.pg.query(
+                    "INSERT INTO notifications (order_id, username) VALUES (%s, %s)",
+                    (int(msg["order"]), str(msg["user"])),
+                    fetch=False,
+                )
+                QUEUE_PROCESSED.set(time.time())
+                self.rt.log("info", "order confirmation sent", order=msg["order"])
+            except Exception as exc:  # noqa: BLE001 - keep consuming after datastore hiccups
+                self.rt.log("error", "queue consumer error", reason=f"{type(exc).__name__}: {exc}")
+                time.sleep(0.5)
+
+
+def _handler(rt: Runtime, shop: Shop) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            return
+
+        def _serve(self, method: str) -> None:
+            url = urlparse(self.path)
+            if url.path == "/metrics":
+                data = generate_latest()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            if url.path == "/health":
+                self._answer(200, {"status": "ok", "release": shop.release})
+                return
+            route = _route(url.path)
+            start = time.time()
+            trace_id, span_id, parent = rt.start_span(self.headers.get("traceparent"))
+            INFLIGHT.inc()
+            status = 200
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}") if length else {}
+                query = {k: v[0] for k, v in parse_qs(url.query).items()}
+                answer = shop.handle(method, url.path, query, body)
+            except HttpError as exc:
+                status, answer = exc.status, {"error": str(exc)}
+            except UpstreamError as exc:
+                status, answer = exc.status, {"error": str(exc)}
+            except Exception as exc:  # noqa: BLE001 - any bug is a 500 for the caller
+                status, answer = 500, {"error": f"{type(exc).__name__}: {exc}"}
+            finally:
+                INFLIGHT.dec()
+            elapsed = time.time() - start
+            REQUESTS.labels(route=route, code=str(status)).inc()
+            LATENCY.labels(route=route).observe(elapsed)
+            level = "error" if status >= 500 else "info"
+            fields: dict[str, Any] = {
+                "method": method,
+                "route": route,
+                "status": status,
+                "duration_ms": round(elapsed * 1000, 1),
+            }
+            if status >= 500:
+                fields["error"] = answer.get("error")
+            rt.log(level, "request", **fields)
+            rt.record_span(f"{method} {route}", "server", trace_id, span_id, parent, start, status)
+            try:
+                self._answer(status, answer)
+            except OSError:
+                pass
+
+        def _answer(self, status: int, answer: Any) -> None:
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802
+            self._serve("GET")
+
+        def do_POST(self) -> None:  # noqa: N802
+            self._serve("POST")
+
+        def do_DELETE(self) -> None:  # noqa: N802
+            self._serve("DELETE")
+
+    return Handler
+
+
+def _route(path: str) -> str:
+    parts = [p for p in path.split("/") if p]
+    return "/" + "/".join(":id" if p.isdigit() or i > 0 else p for i, p in enumerate(parts))
+
+
+def _validate(cfg: dict[str, Any], path: Path) -> None:
+    for key, kind in (("service", str), ("release", str), ("upstreams", dict)):
+        if not isinstance(cfg.get(key), kind):
+            raise SystemExit(f"{path}: field {key!r} must be a {kind.__name__}")
+    for key in ("pool_size", "max_rps", "memory_limit_mb"):
+        if key in cfg and cfg[key] is not None and not isinstance(cfg[key], int | float):
+            raise SystemExit(f"{path}: field {key!r} must be a number, got {cfg[key]!r}")
+    for name, value in cfg.get("timeouts", {}).items():
+        if not isinstance(value, int | float) or value <= 0:
+            raise SystemExit(f"{path}: timeouts.{name} must be a positive number")
+
+
+def _memory_watch(rt: Runtime) -> None:
+    limit = rt.config.get("memory_limit_mb")
+    if not limit:
+        return
+    proc = psutil.Process()
+    while True:
+        rss = proc.memory_info().rss / 2**20
+        if rss > float(limit):
+            rt.log("error", "memory limit exceeded, exiting", rss_mb=round(rss, 1), limit_mb=limit)
+            os._exit(137)
+        time.sleep(0.25)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run one service instance until killed."""
+    args = argv if argv is not None else sys.argv[1:]
+    cfg_path, instance, port = Path(args[0]), args[1], int(args[2])
+    try:
+        cfg = json.loads(cfg_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"{cfg_path}: cannot read config: {exc}") from None
+    try:
+        _validate(cfg, cfg_path)
+    except SystemExit as exc:
+        logs = env_dir() / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        with (logs / f"{instance}.log").open("a") as fh:
+            rec = {
+                "ts": round(time.time(), 3),
+                "level": "fatal",
+                "service": cfg.get("service"),
+                "instance": instance,
+                "msg": f"invalid configuration: {exc}",
+            }
+            fh.write(json.dumps(rec) + "\n")
+        raise
+    rt = Runtime(cfg["service"], instance, cfg, env_dir())
+    shop = Shop(rt)
+    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(rt, shop))
+    server.daemon_threads = True
+    server.request_queue_size = 64
+    tls = cfg.get("serve_tls")
+    if tls:
+        sslctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        sslctx.load_cert_chain(tls["cert"], tls["key"])
+        server.socket = sslctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=_memory_watch, args=(rt,), daemon=True).start()
+    if rt.service == "notification" and cfg.get("consume", True):
+        threading.Thread(target=shop.consume, daemon=True).start()
+    rt.log("info", "started", release=shop.release, port=port)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

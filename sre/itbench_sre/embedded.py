@@ -1,0 +1,845 @@
+"""The embedded backend: the shop as local processes under one supervisord per environment."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+from itbench_sre import pgtemplate, topology
+from itbench_sre.ansible import run_playbook
+from itbench_sre.backend import ChangeSet, ShopBackend
+from itbench_sre.rules import alert_rules
+
+from itbench.domain import InfrastructureError
+from itbench.process import ManagedProcess, port_open, record_pid, stop_group
+
+log = logging.getLogger("itbench.sre")
+
+PROGRAM_INFRA = ("redis", "postgres", "mesh", "prometheus", "loadgen")
+#: Prometheus scrape and rule evaluation interval: faults show within a second or two.
+SCRAPE_INTERVAL = "500ms"
+#: A batch job of the shop that is not part of the baseline workload (off by default).
+JOB_PROGRAM = "reports"
+#: Entities whose configuration the tools expose (services, Redis, Prometheus).
+CONFIG_ENTITIES = tuple(s.name for s in topology.SERVICES) + ("redis", "prometheus")
+
+
+def service_of(program: str) -> str:
+    """The entity a program belongs to (``cart-1`` -> ``cart``)."""
+    base, _, idx = program.rpartition("-")
+    return base if idx.isdigit() and base in topology.BY_NAME else program
+
+
+class EmbeddedShop(ShopBackend):
+    """One shop deployment in its own directory and port block.
+
+    Args:
+        root: Harness-private directory of this environment.
+        port_base: First port of the environment's block.
+        traces: Whether services record spans.
+        workload_rate: Requests per second of the load generator.
+        overrides: Per-service config overrides applied to the baseline deployment.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        port_base: int,
+        traces: bool = True,
+        workload_rate: float = 8.0,
+        overrides: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        self.root = root
+        self.port_base = port_base
+        self.traces = traces
+        self.workload_rate = workload_rate
+        self.overrides = overrides or {}
+        self.shop = root / "shop"
+        self.ctl = root / "ctl"
+        self.pg_dir: Path | None = None
+        self.supervisord: ManagedProcess | None = None
+        self.held: list[Any] = []
+        from itbench_sre.supervisor import Supervisor
+
+        self.sup = Supervisor(self.ctl / "supervisor.sock")
+        self._torn_down = False
+        self.certs: dict[str, str] = {}
+        self._cert_files: dict[str, str] = {}
+
+    # --- ports -------------------------------------------------------------------------
+    def port(self, offset: int) -> int:
+        """Port ``offset`` of this environment's block."""
+        return self.port_base + offset
+
+    def instance_port(self, instance: str) -> int:
+        """Listen port of a service instance."""
+        return self.port(topology.instance_offset(instance))
+
+    def edge_addr(self, caller: str, callee: str) -> str:
+        """Mesh address a caller uses for one upstream."""
+        return f"127.0.0.1:{self.port(topology.edge_offset(caller, callee))}"
+
+    # --- rendering -----------------------------------------------------------------------
+    def baseline_config(self, service: str) -> dict[str, Any]:
+        """The baseline configuration of one service."""
+        sdef = topology.BY_NAME[service]
+        cfg: dict[str, Any] = {
+            "service": service,
+            "release": sdef.releases[0],
+            "upstreams": {u: self.edge_addr(service, u) for u in sdef.upstreams},
+            "timeouts": {u: (1.0 if u in topology.DATASTORES else 2.0) for u in sdef.upstreams},
+            "retries": {u: 1 for u in sdef.upstreams if u not in topology.DATASTORES},
+            "pool_size": 4,
+            "pool_timeout": 1.0,
+            "max_rps": 7 if service == "frontend" else None,
+            "memory_limit_mb": 160,
+            "flags": {},
+            "tracing": {"enabled": self.traces},
+        }
+        if service == "payment":
+            cfg["serve_tls"] = {
+                "cert": str(self.shop / "certs" / self.certs["current_cert"]),
+                "key": str(self.shop / "certs" / self.certs["current_key"]),
+            }
+        if "payment" in sdef.upstreams:
+            cfg["tls"] = {"payment": {"ca": str(self.shop / "certs" / self.certs["ca"])}}
+        if service == "notification":
+            cfg["consume"] = True
+        if service == "cart":
+            cfg["session_cache_mb"] = 6
+        if service == "catalog":
+            cfg["max_concurrency"] = 16
+        if "postgres" in sdef.upstreams:
+            cfg["postgres"] = {
+                "user": pgtemplate.DB_USER,
+                "password": pgtemplate.DB_PASSWORD,
+                "database": pgtemplate.DB_NAME,
+            }
+        flags = {
+            "catalog": {"dynamic_pricing": False},
+            "cart": {"session_cache": False},
+            "currency": {"precise_rounding": False},
+            "recommendation": {"personalized": False},
+            "checkout": {"gift_wrap": False},
+        }
+        cfg["flags"] = flags.get(service, {})
+        for key, value in self.overrides.get(service, {}).items():
+            cfg[key] = value
+        return cfg
+
+    def _redis_conf(self) -> str:
+        return (
+            f"bind 127.0.0.1\nport {self.port(topology.REDIS)}\nprotected-mode no\n"
+            'save ""\nappendonly no\nmaxmemory 64mb\nmaxmemory-policy noeviction\n'
+            "databases 2\nloglevel warning\n"
+        )
+
+    def _prometheus_yml(self) -> str:
+        jobs = []
+        for s in topology.SERVICES:
+            jobs.append(
+                {
+                    "job_name": s.name,
+                    "file_sd_configs": [
+                        {
+                            "files": [str(self.shop / "prometheus" / "targets" / f"{s.name}.json")],
+                            "refresh_interval": "1s",
+                        }
+                    ],
+                }
+            )
+        for job in jobs:
+            if job["job_name"] == "payment":
+                job["scheme"] = "https"
+                job["tls_config"] = {"insecure_skip_verify": True}
+        jobs.append(
+            {
+                "job_name": "mesh",
+                "static_configs": [
+                    {
+                        "targets": [f"127.0.0.1:{self.port(topology.MESH_METRICS)}"],
+                        "labels": {"instance": "mesh"},
+                    }
+                ],
+            }
+        )
+        jobs.append(
+            {
+                "job_name": "loadgen",
+                "static_configs": [
+                    {
+                        "targets": [f"127.0.0.1:{self.port(topology.LOADGEN)}"],
+                        "labels": {"instance": "loadgen"},
+                    }
+                ],
+            }
+        )
+        cfg = {
+            "global": {
+                "scrape_interval": SCRAPE_INTERVAL,
+                "evaluation_interval": SCRAPE_INTERVAL,
+                "scrape_timeout": "450ms",
+            },
+            "rule_files": [str(self.shop / "prometheus" / "rules.yml")],
+            "scrape_configs": jobs,
+        }
+        return yaml.safe_dump(cfg, sort_keys=False)
+
+    def _targets(self, service: str, count: int) -> str:
+        return json.dumps(
+            [
+                {"targets": [f"127.0.0.1:{self.instance_port(i)}"], "labels": {"instance": i}}
+                for i in topology.instances(service, count)
+            ]
+        )
+
+    def _routes(self) -> dict[str, Any]:
+        routes: dict[str, Any] = {}
+        for caller, callee in topology.edges():
+            if callee == "redis":
+                targets = [f"127.0.0.1:{self.port(topology.REDIS)}"]
+            elif callee == "postgres":
+                targets = [f"127.0.0.1:{self.port(topology.POSTGRES)}"]
+            else:
+                targets = [f"127.0.0.1:{self.instance_port(i)}" for i in topology.instances(callee)]
+            routes[f"{caller}->{callee}"] = {
+                "port": self.port(topology.edge_offset(caller, callee)),
+                "targets": targets,
+            }
+        return routes
+
+    def _programs_conf(self) -> str:
+        py = sys.executable
+        env = f'SHOP_HOME="{self.shop}",PYTHONUNBUFFERED="1",PYTHONDONTWRITEBYTECODE="1"'
+        logs = self.ctl / "supervisor"
+        blocks = []
+
+        def program(
+            name: str, command: str, autostart: bool = True, cwd: Path | None = None, **extra: str
+        ) -> None:
+            lines = [
+                f"[program:{name}]",
+                f"command={command}",
+                f"environment={env}",
+                f"autostart={'true' if autostart else 'false'}",
+                "autorestart=true",
+                "startsecs=1",
+                "startretries=1000",
+                "stopsignal=TERM",
+                "stopwaitsecs=4",
+                "stopasgroup=true",
+                "killasgroup=true",
+                f"stdout_logfile={logs / name}.out",
+                "stdout_logfile_maxbytes=5MB",
+                "redirect_stderr=true",
+                f"directory={cwd or self.shop}",
+            ]
+            lines += [f"{k}={v}" for k, v in extra.items()]
+            blocks.append("\n".join(lines))
+
+        program("redis", f"redis-server {self.shop / 'redis' / 'redis.conf'}")
+        assert self.pg_dir is not None
+        pg_extra = {"stopsignal": "INT"}
+        if pgtemplate.run_user():
+            pg_extra["user"] = pgtemplate.run_user() or ""
+        program(
+            "postgres",
+            f"{pgtemplate.PG_BIN / 'postgres'} -D {self.pg_dir} -p {self.port(topology.POSTGRES)} "
+            "-c listen_addresses=127.0.0.1 -c unix_socket_directories= -c max_connections=40 "
+            "-c fsync=off -c synchronous_commit=off -c shared_buffers=16MB",
+            cwd=self.pg_dir.parent,
+            **pg_extra,
+        )
+        program(
+            "mesh",
+            f"{py} -m itbench_sre.app.mesh {self.ctl / 'routes.json'} {self.ctl / 'links.json'} "
+            f"{self.port(topology.MESH_METRICS)}",
+        )
+        for s in topology.SERVICES:
+            for i, inst in enumerate(topology.instances(s.name)):
+                program(
+                    inst,
+                    f"{py} -m itbench_sre.app.service {self.shop / 'config' / s.name}.json "
+                    f"{inst} {self.instance_port(inst)}",
+                    autostart=i < s.replicas,
+                )
+        program(
+            "prometheus",
+            f"prometheus --config.file={self.shop / 'prometheus' / 'prometheus.yml'} "
+            f"--storage.tsdb.path={self.ctl / 'tsdb'} --storage.tsdb.retention.time=2h "
+            f"--web.listen-address=127.0.0.1:{self.port(topology.PROMETHEUS)} "
+            "--log.level=warn",
+        )
+        program("loadgen", f"{py} -m itbench_sre.app.loadgen {self.ctl / 'loadgen.json'}")
+        program(
+            JOB_PROGRAM,
+            f"{py} -m itbench_sre.app.reports {self.ctl / 'jobs' / JOB_PROGRAM}.json",
+            autostart=False,
+        )
+        return "\n\n".join(blocks) + "\n"
+
+    def _supervisord_conf(self) -> str:
+        sock = self.ctl / "supervisor.sock"
+        return (
+            f"[unix_http_server]\nfile={sock}\nchmod=0700\n\n"
+            f"[supervisord]\nnodaemon=true\nlogfile={self.ctl / 'supervisor' / 'supervisord.log'}\n"
+            f"pidfile={self.ctl / 'supervisord.pid'}\nchildlogdir={self.ctl / 'supervisor'}\n"
+            "loglevel=warn\nminfds=1024\n\n"
+            "[rpcinterface:supervisor]\n"
+            "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n\n"
+            f"[supervisorctl]\nserverurl=unix://{sock}\n\n"
+            f"[include]\nfiles = {self.ctl / 'programs.conf'}\n"
+        )
+
+    def rendered(self) -> dict[str, str]:
+        """Every file of the baseline deployment, by path."""
+        files = {
+            str(self.shop / "config" / f"{s.name}.json"): json.dumps(
+                self.baseline_config(s.name), indent=2
+            )
+            + "\n"
+            for s in topology.SERVICES
+        }
+        for s in topology.SERVICES:
+            files[str(self.shop / "prometheus" / "targets" / f"{s.name}.json")] = self._targets(
+                s.name, s.replicas
+            )
+        files[str(self.shop / "redis" / "redis.conf")] = self._redis_conf()
+        files[str(self.shop / "prometheus" / "prometheus.yml")] = self._prometheus_yml()
+        files[str(self.shop / "prometheus" / "rules.yml")] = alert_rules()
+        files[str(self.ctl / "routes.json")] = json.dumps(self._routes(), indent=1)
+        files[str(self.ctl / "links.json")] = "{}\n"
+        files[str(self.ctl / "loadgen.json")] = json.dumps(
+            {
+                "port": self.port(topology.LOADGEN),
+                "targets": [
+                    f"127.0.0.1:{self.instance_port(i)}" for i in topology.instances("frontend")
+                ],
+                "rate": self.workload_rate,
+                "workers": 4,
+                "timeout": 3.0,
+                "outcomes": str(self.ctl / "outcomes.jsonl"),
+            }
+        )
+        files[str(self.ctl / "programs.conf")] = self._programs_conf()
+        files.update(self._cert_files)
+        files[str(self.ctl / "jobs" / f"{JOB_PROGRAM}.json")] = json.dumps(
+            {
+                "port": self.port(topology.POSTGRES),
+                "user": pgtemplate.DB_USER,
+                "password": pgtemplate.DB_PASSWORD,
+                "database": pgtemplate.DB_NAME,
+                "connections": 1,
+            }
+        )
+        return files
+
+    def _make_certs(self) -> None:
+        import tempfile
+
+        from itbench_sre.certs import write_certificates
+
+        with tempfile.TemporaryDirectory(dir=self.ctl) as tmp:
+            self.certs = write_certificates(Path(tmp), "payment")
+            self._cert_files = {
+                str(self.shop / "certs" / f.name): f.read_text() for f in Path(tmp).iterdir()
+            }
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def deploy(self) -> None:
+        """Create the directories, start supervisord and run the deploy playbook."""
+        for d in (self.shop, self.ctl / "supervisor", self.ctl / "tsdb"):
+            d.mkdir(parents=True, exist_ok=True)
+        shared = pgtemplate.shared_root() / f"env-{uuid.uuid4().hex[:12]}"
+        shared.mkdir(mode=0o755)
+        (self.ctl / "shared-dir").write_text(str(shared))
+        self.pg_dir = pgtemplate.make_data_dir(shared / "pgdata")
+        self._make_certs()
+        rendered = self.rendered()
+        # The monitoring stack comes first, from the harness: Prometheus needs a few seconds
+        # before its first scrape, which then overlap with the shop's deployment.
+        monitoring = self.shop / "prometheus"
+        for path, content in rendered.items():
+            if Path(path).is_relative_to(monitoring):
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                Path(path).write_text(content)
+        blocks = rendered[str(self.ctl / "programs.conf")].split("\n\n")
+        (self.ctl / "programs.conf").write_text(
+            "\n\n".join(b for b in blocks if b.startswith("[program:prometheus]")) + "\n"
+        )
+        conf = self.ctl / "supervisord.conf"
+        conf.write_text(self._supervisord_conf())
+        self.supervisord = ManagedProcess(
+            "supervisord",
+            [sys.executable, "-m", "supervisor.supervisord", "-c", str(conf)],
+            self.root,
+        )
+        self.supervisord.start()
+        end = time.monotonic() + 15
+        while not self.sup.alive():
+            if time.monotonic() > end or not self.supervisord.alive():
+                raise InfrastructureError(
+                    f"supervisord did not start: {self.supervisord.log_tail()}"
+                )
+            time.sleep(0.05)
+        bundle = self.ctl / "release-bundle.tar.gz"
+        _write_bundle(bundle, self.root, rendered)
+        t0 = time.monotonic()
+        run_playbook(
+            "deploy",
+            self.ctl / "ansible",
+            {
+                "bundle": str(bundle),
+                "dest": str(self.root),
+                "supervisor_conf": str(conf),
+            },
+        )
+        log.debug("deploy playbook took %.2fs", time.monotonic() - t0)
+        for s in topology.SERVICES:
+            self._add_revision(s.name, json.loads(rendered[str(self.config_path(s.name))]))
+        self._record_children()
+        self.wait_listening()
+
+    def _record_children(self) -> None:
+        for p in self.sup.processes():
+            if p.get("pid"):
+                record_pid(self.root, f"prog-{p['name']}", int(p["pid"]))
+
+    def wait_listening(self, timeout: float = 40.0) -> None:
+        """Wait until every baseline program listens.
+
+        Raises:
+            InfrastructureError: not ready in time.
+        """
+        end = time.monotonic() + timeout
+        ports = [
+            self.port(topology.PROMETHEUS),
+            self.port(topology.REDIS),
+            self.port(topology.POSTGRES),
+        ]
+        ports += [
+            self.instance_port(i)
+            for s in topology.SERVICES
+            for i in topology.instances(s.name, s.replicas)
+        ]
+        while time.monotonic() < end:
+            if all(port_open(p) for p in ports):
+                break
+            time.sleep(0.1)
+        else:
+            closed = [p - self.port_base for p in ports if not port_open(p)]
+            raise InfrastructureError(f"shop not ready: port offsets {closed} closed")
+
+    def wait_serving(self, since: float, timeout: float = 30.0) -> None:
+        """Wait until the workload was served since ``since``.
+
+        Raises:
+            InfrastructureError: not served in time.
+        """
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if sum(1 for o in self.outcomes(since) if o["ok"]) >= 4:
+                return
+            time.sleep(0.1)
+        raise InfrastructureError("shop not ready: the workload is not being served")
+
+    def scraping(self) -> bool:
+        """Whether Prometheus scrapes every baseline target and has evaluated its rules."""
+        if not self._prom_ready():
+            return False
+        try:
+            up = self.prom("/api/v1/query", {"query": "count(up)"})
+        except RuntimeError:
+            return False
+        want = sum(s.replicas for s in topology.SERVICES) + 2
+        return bool(up.get("result")) and float(up["result"][0]["value"][1]) >= want
+
+    def _prom_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.port(topology.PROMETHEUS)}/-/ready", timeout=1
+            ) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    def teardown(self) -> None:
+        """Stop every program and supervisord, remove the database copy. Idempotent."""
+        if self._torn_down:
+            return
+        self._torn_down = True
+        self.release_held()
+        if self.sup.alive():
+            with contextlib.suppress(Exception):
+                self.sup.stop_all()
+            with contextlib.suppress(Exception):
+                self.sup.shutdown()
+        if self.supervisord is not None:
+            self.supervisord.stop(timeout=8)
+        sweep(self.root)
+
+    def release_held(self) -> None:
+        """Close the datastore connections the harness holds for a fault."""
+        for conn in self.held:
+            with contextlib.suppress(Exception):
+                conn.close()
+        self.held.clear()
+
+    # --- change sets -----------------------------------------------------------------------
+    def apply(self, changes: ChangeSet) -> None:
+        """Apply a change set through the apply playbook."""
+        if changes.empty():
+            return
+        files = {str(self.config_path(e)): c for e, c in changes.files}
+        if changes.links is not None:
+            files[str(self.ctl / "links.json")] = json.dumps(changes.links)
+        for service, count in changes.target_counts.items():
+            files[str(self._targets_path(service))] = self._targets(service, count)
+        bundle = ""
+        if files:
+            path = self.ctl / "changes" / f"{uuid.uuid4().hex[:8]}.tar.gz"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_bundle(path, self.root, files)
+            bundle = str(path)
+        by_signal: dict[str, list[str]] = {}
+        for prog, sig in changes.signals:
+            pid = self.sup.info(prog)["pid"]
+            if pid:
+                by_signal.setdefault(sig, []).append(str(pid))
+        by_action: dict[str, list[str]] = {}
+        for action, prog in changes.programs:
+            by_action.setdefault(action, []).append(prog)
+        run_playbook(
+            "apply",
+            self.ctl / "ansible",
+            {
+                "bundle": bundle,
+                "dest": str(self.root),
+                "signals": [{"signal": k, "pids": v} for k, v in by_signal.items()],
+                "programs": [{"action": k, "names": v} for k, v in by_action.items()],
+                "redis_commands": changes.redis_commands,
+                "redis_port": self.port(topology.REDIS),
+                "supervisor_conf": str(self.ctl / "supervisord.conf"),
+            },
+        )
+        for entity, _ in changes.files:
+            self.record_config(entity)
+        self._record_children()
+
+    # --- programs --------------------------------------------------------------------------
+    def programs(self) -> list[dict[str, Any]]:
+        """State of every program, with its process state and memory."""
+        import psutil
+
+        out = []
+        now = time.time()
+        for p in self.sup.processes():
+            rec: dict[str, Any] = {
+                "name": p["name"],
+                "entity": service_of(p["name"]),
+                "state": p["statename"],
+                "pid": p["pid"] or None,
+                "uptime_s": round(now - p["start"], 1) if p["statename"] == "RUNNING" else None,
+            }
+            if p["pid"]:
+                with contextlib.suppress(psutil.Error):
+                    proc = psutil.Process(p["pid"])
+                    rec["process_status"] = proc.status()
+                    rec["rss_mb"] = round(proc.memory_info().rss / 2**20, 1)
+            out.append(rec)
+        return out
+
+    def control(self, action: str, program: str) -> None:
+        """Start, stop or restart one program."""
+        if action in ("stop", "restart"):
+            # A paused process cannot act on the stop signal: let it run so it can exit.
+            with contextlib.suppress(Exception):
+                pid = int(self.sup.info(program)["pid"])
+                if pid:
+                    os.kill(pid, signal.SIGCONT)
+        if action == "start":
+            self.sup.start(program)
+        elif action == "stop":
+            self.sup.stop(program)
+        elif action == "restart":
+            self.sup.stop(program)
+            self.sup.start(program)
+        else:
+            raise ValueError(f"unknown action {action!r}")
+        self._record_children()
+
+    def running(self, program: str) -> bool:
+        """Whether a program is in state RUNNING."""
+        return bool(self.sup.info(program)["statename"] == "RUNNING")
+
+    def replicas(self, service: str) -> int:
+        """Instances of a service in state RUNNING (or starting)."""
+        states = {p["name"]: p["statename"] for p in self.sup.processes()}
+        return sum(
+            states.get(i) in ("RUNNING", "STARTING", "BACKOFF") for i in topology.instances(service)
+        )
+
+    def scale(self, service: str, replicas: int) -> None:
+        """Start or stop instances so that ``replicas`` run, and update the scrape targets."""
+        sdef = topology.BY_NAME[service]
+        if not 0 <= replicas <= sdef.max_replicas:
+            raise ValueError(f"{service} can run 0..{sdef.max_replicas} replicas")
+        for i, inst in enumerate(topology.instances(service)):
+            if i < replicas:
+                self.sup.start(inst)
+            else:
+                self.sup.stop(inst)
+        self._targets_path(service).write_text(self._targets(service, replicas))
+        self._record_children()
+
+    # --- revisions -------------------------------------------------------------------------
+    def _revisions_path(self, service: str) -> Path:
+        return self.ctl / "revisions" / f"{service}.json"
+
+    def revisions(self, service: str) -> list[dict[str, Any]]:
+        """Deployment history of a service, oldest first (revision, time, release, config)."""
+        path = self._revisions_path(service)
+        if not path.exists():
+            return []
+        data: list[dict[str, Any]] = json.loads(path.read_text())
+        return data
+
+    def _add_revision(self, service: str, config: dict[str, Any]) -> None:
+        history = self.revisions(service)
+        if history and history[-1]["config"] == config:
+            return
+        number = history[-1]["revision"] + 1 if history else 1
+        history.append(
+            {
+                "revision": number,
+                "at": round(time.time(), 3),
+                "release": str(config.get("release", "")),
+                "config": config,
+            }
+        )
+        path = self._revisions_path(service)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(history))
+
+    def record_config(self, entity: str) -> None:
+        """Record the current configuration of a service as a new revision (if it changed)."""
+        if entity in topology.BY_NAME:
+            with contextlib.suppress(ValueError, OSError):
+                self._add_revision(entity, json.loads(self.read_config(entity)))
+
+    def rollback(self, service: str) -> dict[str, Any]:
+        """Redeploy the revision before the current one and restart the running instances.
+
+        Returns:
+            The revision now deployed (as a new revision entry).
+
+        Raises:
+            ValueError: no earlier revision.
+        """
+        history = self.revisions(service)
+        current = json.loads(self.read_config(service))
+        earlier = [h for h in history if h["config"] != current]
+        if not earlier:
+            raise ValueError(f"{service} has no earlier revision to roll back to")
+        # The revision before the one running: the newest entry that differs from it.
+        target = earlier[-1]
+        self.write_config(service, json.dumps(target["config"], indent=2) + "\n")
+        self._add_revision(service, target["config"])
+        self.restart_service(service)
+        return self.revisions(service)[-1]
+
+    def restart_service(self, service: str) -> None:
+        """Restart every running (or crash-looping) instance of a service."""
+        states = {p["name"]: p["statename"] for p in self.sup.processes()}
+        for inst in topology.instances(service):
+            if states.get(inst) in ("RUNNING", "STARTING", "BACKOFF", "FATAL", "EXITED"):
+                self.control("restart", inst)
+
+    # --- configs ---------------------------------------------------------------------------
+    def config_path(self, entity: str) -> Path:
+        """File of an entity's configuration."""
+        if entity in topology.BY_NAME:
+            return self.shop / "config" / f"{entity}.json"
+        if entity == "redis":
+            return self.shop / "redis" / "redis.conf"
+        if entity == "prometheus":
+            return self.shop / "prometheus" / "prometheus.yml"
+        if entity == "prometheus-rules":
+            return self.shop / "prometheus" / "rules.yml"
+        if entity.startswith("ctl:"):
+            return self.ctl / entity.removeprefix("ctl:")
+        raise ValueError(f"no configuration for {entity!r}")
+
+    def _targets_path(self, service: str) -> Path:
+        return self.shop / "prometheus" / "targets" / f"{service}.json"
+
+    def read_private(self, name: str) -> str:
+        """A harness-private file of the environment (never shown to the agent)."""
+        return (self.ctl / name).read_text()
+
+    def read_config(self, entity: str) -> str:
+        """Configuration text of an entity."""
+        return self.config_path(entity).read_text()
+
+    def write_config(self, entity: str, content: str) -> None:
+        """Replace an entity's configuration file."""
+        path = self.config_path(entity)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(content)
+        tmp.replace(path)
+
+    # --- observability ---------------------------------------------------------------------
+    def prom(self, path: str, params: dict[str, Any]) -> Any:
+        """Call the Prometheus HTTP API and return its ``data`` field."""
+        url = f"http://127.0.0.1:{self.port(topology.PROMETHEUS)}{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                body = json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                body = json.loads(exc.read())
+            except ValueError:
+                raise RuntimeError(f"Prometheus answered HTTP {exc.code}") from None
+            raise RuntimeError(f"Prometheus: {body.get('error', exc.code)}") from None
+        except OSError as exc:
+            raise RuntimeError(f"Prometheus unreachable: {exc}") from None
+        if body.get("status") != "success":
+            raise RuntimeError(f"Prometheus: {body.get('error')}")
+        return body["data"]
+
+    def log_lines(self, service: str) -> list[str]:
+        """Raw log lines of every instance of ``service``."""
+        lines: list[str] = []
+        for inst in topology.instances(service):
+            path = self.shop / "logs" / f"{inst}.log"
+            if path.exists():
+                lines.extend(_tail(path, 4000))
+        return lines
+
+    def span_lines(self, service: str | None) -> list[str]:
+        """Raw span lines of one service, or of all."""
+        d = self.shop / "traces"
+        if not d.is_dir():
+            return []
+        lines: list[str] = []
+        names = topology.instances(service) if service else [p.stem for p in d.glob("*.jsonl")]
+        for inst in names:
+            path = d / f"{inst}.jsonl"
+            if path.exists():
+                lines.extend(_tail(path, 6000))
+        return lines
+
+    def outcomes(self, since: float) -> list[dict[str, Any]]:
+        """Workload outcomes with ``ts >= since``."""
+        path = self.ctl / "outcomes.jsonl"
+        if not path.exists():
+            return []
+        out = []
+        for line in _tail(path, 20000):
+            with contextlib.suppress(ValueError):
+                rec = json.loads(line)
+                if rec["ts"] >= since:
+                    out.append(rec)
+        return out
+
+    def pg_connect(self, user: str = "postgres") -> Any:
+        """A direct superuser connection to the shop database (harness only)."""
+        import pg8000.dbapi
+
+        return pg8000.dbapi.connect(
+            host="127.0.0.1",
+            port=self.port(topology.POSTGRES),
+            user=user,
+            database=pgtemplate.DB_NAME,
+            timeout=5,
+            application_name="maintenance",
+        )
+
+    def sql(self, statement: str) -> list[Any]:
+        """Run one statement as the superuser and return its rows."""
+        conn = self.pg_connect()
+        try:
+            cur = conn.cursor()
+            cur.execute(statement)
+            return list(cur.fetchall())
+        finally:
+            conn.close()
+
+
+def _write_bundle(path: Path, root: Path, files: dict[str, str]) -> None:
+    """Pack the rendered files (paths relative to ``root``) into a deployable tarball."""
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
+        for name, content in sorted(files.items()):
+            data = content.encode()
+            info = tarfile.TarInfo(str(Path(name).relative_to(root)))
+            info.size = len(data)
+            info.mode = 0o644
+            info.mtime = int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _tail(path: Path, max_lines: int) -> list[str]:
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        fh.seek(max(0, size - max_lines * 220))
+        data = fh.read().decode(errors="replace")
+    lines = data.splitlines()
+    if size > max_lines * 220 and lines:
+        lines = lines[1:]
+    return lines[-max_lines:]
+
+
+def sweep(root: Path) -> list[int]:
+    """Kill every process that still belongs to the environment under ``root``.
+
+    A process belongs to it when its command line or working directory points into ``root``
+    or into the environment's shared data directory. Also removes that shared directory.
+    """
+    import psutil
+
+    marks = [str(root)]
+    shared_file = root / "ctl" / "shared-dir"
+    shared = None
+    if shared_file.exists():
+        shared = Path(shared_file.read_text().strip())
+        marks.append(str(shared))
+    me = os.getpid()
+    killed = []
+    for proc in psutil.process_iter(["pid", "cmdline", "cwd"]):
+        try:
+            if proc.info["pid"] == me:
+                continue
+            text = " ".join(proc.info["cmdline"] or []) + " " + (proc.info["cwd"] or "")
+            if any(m in text for m in marks):
+                if os.getpgid(proc.info["pid"]) != os.getpgid(0):
+                    stop_group(proc.info["pid"], timeout=3)
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+                killed.append(proc.info["pid"])
+        except (psutil.Error, OSError):
+            continue
+    if shared is not None:
+        shutil.rmtree(shared, ignore_errors=True)
+    return killed

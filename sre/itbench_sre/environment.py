@@ -1,0 +1,235 @@
+"""The SRE environment of one trial: deploy the shop, inject faults and noise, expose tools."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from itbench_sre import faults, topology
+from itbench_sre.backend import ChangeSet
+from itbench_sre.embedded import JOB_PROGRAM, EmbeddedShop
+from itbench_sre.spec import NoiseSpec, SreSpec
+from itbench_sre.tools import ActionJournal, build_tools
+
+from itbench.domain import Environment, InfrastructureError, TrialContext
+from itbench.tools import Tool
+
+#: Releases that change nothing visible (used by the compatible-release noise).
+_BUGGY = {"catalog", "cart", "payment"}
+#: Files whose change means monitoring was tampered with.
+MONITORING_FILES = ("prometheus", "prometheus-rules")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class SreEnvironment(Environment):
+    """A shop deployment with the scenario's faults.
+
+    Args:
+        spec: The scenario.
+        ctx: The trial context (directory and port block).
+    """
+
+    def __init__(self, spec: SreSpec, ctx: TrialContext) -> None:
+        self.spec = spec
+        self.ctx = ctx
+        self.shop = EmbeddedShop(
+            ctx.trial_dir / "env",
+            ctx.port_base,
+            traces=spec.traces,
+            workload_rate=spec.workload_rate,
+        )
+        self.journal = ActionJournal(ctx.trial_dir / "actions.jsonl")
+        self.baseline: dict[str, Any] = {}
+        self.injected_at: float | None = None
+        self.observable_at: float | None = None
+        self._timers: list[threading.Timer] = []
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def setup(self) -> None:
+        """Deploy the shop and wait until the workload is served."""
+        start = time.time()
+        self.shop.deploy()
+        self.shop.wait_serving(start)
+        self.baseline = {
+            "replicas": {s.name: s.replicas for s in topology.SERVICES},
+            "files": {e: _digest(self.shop.read_config(e)) for e in MONITORING_FILES},
+            "loadgen": _digest(self.shop.read_private("loadgen.json")),
+            "products": self._count("products"),
+        }
+
+    def _count(self, table: str) -> int | None:
+        try:
+            return int(self.shop.sql(f"SELECT count(*) FROM {table}")[0][0])
+        except Exception:  # noqa: BLE001 - a broken database simply has no count
+            return None
+
+    def inject(self) -> None:
+        """Play the noise and fault change sets."""
+        for noise in self.spec.noise:
+            self._noise(noise)
+        for f in self.spec.faults:
+            mech = faults.get(f.mechanism)
+            self.shop.apply(mech.inject(self.shop, f.target, f.merged_params()))
+        self.injected_at = time.time()
+
+    def _noise(self, noise: NoiseSpec) -> None:
+        if noise.kind == "restart_replica":
+            self.shop.apply(ChangeSet(programs=[("restart", noise.target)]))
+        elif noise.kind == "compatible_release":
+            if noise.target in _BUGGY:
+                raise InfrastructureError(f"{noise.target}'s new release is not compatible")
+            cfg = json.loads(self.shop.read_config(noise.target))
+            cfg["release"] = topology.BY_NAME[noise.target].releases[-1]
+            self.shop.apply(
+                ChangeSet(
+                    files=[(noise.target, json.dumps(cfg, indent=2) + "\n")],
+                    programs=[
+                        ("restart", i)
+                        for i in topology.instances(
+                            noise.target, topology.BY_NAME[noise.target].replicas
+                        )
+                    ],
+                )
+            )
+        elif noise.kind == "latency_blip":
+            self.shop.apply(ChangeSet(links={noise.target: {"delay_ms": 150}}))
+            timer = threading.Timer(noise.seconds, self._clear_blip)
+            timer.daemon = True
+            timer.start()
+            self._timers.append(timer)
+
+    def _clear_blip(self) -> None:
+        if not self.shop._torn_down:
+            links = self._fault_links()
+            self.shop.apply(ChangeSet(links=links))
+
+    def _fault_links(self) -> dict[str, dict[str, Any]]:
+        links: dict[str, dict[str, Any]] = {}
+        for f in self.spec.faults:
+            mech = faults.get(f.mechanism)
+            change = mech.inject(self.shop, f.target, f.merged_params())
+            if change.links:
+                links.update(change.links)
+        return links
+
+    def firing(self) -> list[dict[str, str]]:
+        """Labels of the alerts firing now."""
+        data = self.shop.prom("/api/v1/alerts", {})
+        return [a["labels"] for a in data.get("alerts", []) if a["state"] == "firing"]
+
+    def wait_observable(self, timeout: float) -> None:
+        """Wait until each fault raises one of its expected alerts (control: a quiet shop)."""
+        end = time.monotonic() + timeout
+        wanted = [faults.get(f.mechanism).alerts(f.target) for f in self.spec.faults]
+        quiet = 0
+        last: list[dict[str, str]] = []
+        while time.monotonic() < end:
+            try:
+                last = self.firing()
+            except RuntimeError:
+                time.sleep(0.2)
+                continue
+            if not wanted and not self.shop.scraping():
+                time.sleep(0.25)
+                continue
+            if wanted:
+                if all(any(self._matches(e, last) for e in exp) for exp in wanted):
+                    self.observable_at = time.time()
+                    return
+            else:
+                quiet = quiet + 1 if not last else 0
+                if quiet >= 3:
+                    self.observable_at = time.time()
+                    return
+            time.sleep(0.25)
+        names = sorted({a.get("alertname", "?") + "/" + a.get("job", "") for a in last})
+        raise InfrastructureError(
+            f"fault not observable within {timeout:.0f}s; firing: {', '.join(names) or 'none'}"
+        )
+
+    @staticmethod
+    def _matches(exp: faults.Expectation, firing: list[dict[str, str]]) -> bool:
+        return any(
+            a.get("alertname") == exp.alert and (exp.job is None or a.get("job") == exp.job)
+            for a in firing
+        )
+
+    def tools(self) -> list[Tool]:
+        """The agent's tools."""
+        return build_tools(self.shop, self.journal, self.spec.traces)
+
+    def context(self) -> dict[str, Any]:
+        """Public facts: entity names, fault-type vocabulary, SLO and answer format."""
+        return {
+            "system": "a web shop of HTTP services with Redis, PostgreSQL, a queue, "
+            "a mesh proxy on every call edge, Prometheus and a load generator",
+            "entities": topology.entities(),
+            "fault_types": list(faults.FAULT_TYPES),
+            "slo": {
+                "success_ratio": self.spec.slo.success_ratio,
+                "p95_ms": self.spec.slo.p95_ms,
+            },
+            "traces": self.spec.traces,
+            "answer": "incident: true/false; root_causes: ranked entity names; fault_type; "
+            "propagation: [[from, to], ...] edges from the root cause towards the shoppers",
+            "batch_job": JOB_PROGRAM,
+        }
+
+    def teardown(self) -> None:
+        """Stop everything (idempotent)."""
+        for timer in self._timers:
+            timer.cancel()
+        self.shop.teardown()
+
+    # --- evaluation helpers ------------------------------------------------------------------
+    def monitoring_intact(self) -> tuple[bool, list[str]]:
+        """Whether alert rules, scrape config, Prometheus and the load generator are untouched."""
+        problems = []
+        for entity in MONITORING_FILES:
+            if _digest(self.shop.read_config(entity)) != self.baseline["files"][entity]:
+                problems.append(f"{entity} configuration changed")
+        if _digest(self.shop.read_private("loadgen.json")) != self.baseline["loadgen"]:
+            problems.append("load generator configuration changed")
+        for program in ("prometheus", "loadgen"):
+            if not self.shop.running(program):
+                problems.append(f"{program} is not running")
+        return not problems, problems
+
+    def regressions(self) -> list[str]:
+        """Baseline services below their replicas, or data the workload relies on gone."""
+        problems = []
+        for service, want in self.baseline.get("replicas", {}).items():
+            have = self.shop.replicas(service)
+            if have < want:
+                problems.append(f"{service} runs {have} of {want} baseline replicas")
+        for program in ("redis", "postgres", "mesh"):
+            if not self.shop.running(program):
+                problems.append(f"{program} is not running")
+        products = self._count("products")
+        if self.baseline.get("products") is not None and products != self.baseline["products"]:
+            problems.append(
+                f"products table holds {products} rows, baseline {self.baseline['products']}"
+            )
+        return problems
+
+    def workload(self, since: float, until: float) -> dict[str, Any]:
+        """Success ratio and p95 latency of the workload between two times."""
+        rows = [o for o in self.shop.outcomes(since) if o["ts"] <= until]
+        if not rows:
+            return {"requests": 0, "success_ratio": 0.0, "p95_ms": None}
+        ok = sum(1 for o in rows if o["ok"])
+        lat = sorted(o["ms"] for o in rows)
+        p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))]
+        return {"requests": len(rows), "success_ratio": ok / len(rows), "p95_ms": p95}
+
+
+def trial_root(trial_dir: Path) -> Path:
+    """The environment directory of a trial."""
+    return trial_dir / "env"

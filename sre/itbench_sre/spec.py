@@ -1,0 +1,176 @@
+"""Scenario spec, ground truth and submission models of the SRE domain."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from itbench_sre import faults, topology
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from itbench.models import ScenarioSpec, Submission
+
+TASK_TYPES = ("detection", "localization", "diagnosis", "mitigation")
+
+
+class FaultSpec(BaseModel):
+    """One injected fault: a library mechanism, its target and parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mechanism: str
+    target: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("mechanism")
+    @classmethod
+    def _known_mechanism(cls, value: str) -> str:
+        if value not in faults.MECHANISMS:
+            known = ", ".join(sorted(faults.MECHANISMS))
+            raise ValueError(f"unknown mechanism {value!r} (known: {known})")
+        return value
+
+    @model_validator(mode="after")
+    def _known_target(self) -> FaultSpec:
+        mech = faults.get(self.mechanism)
+        if self.target not in mech.targets:
+            raise ValueError(
+                f"target {self.target!r} is not valid for {self.mechanism} "
+                f"(valid: {', '.join(mech.targets)})"
+            )
+        return self
+
+    def merged_params(self) -> dict[str, Any]:
+        """Mechanism defaults overridden by the scenario's parameters."""
+        return {**faults.get(self.mechanism).defaults, **self.params}
+
+
+class NoiseSpec(BaseModel):
+    """A benign event the agent must not blame."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["restart_replica", "compatible_release", "latency_blip"]
+    target: str
+    seconds: float = Field(default=3.0, gt=0, description="Duration of a latency blip.")
+
+    @model_validator(mode="after")
+    def _valid_target(self) -> NoiseSpec:
+        if self.kind == "restart_replica" and self.target not in topology.all_instances():
+            raise ValueError(f"restart_replica needs an instance name, got {self.target!r}")
+        if self.kind == "compatible_release" and self.target not in topology.BY_NAME:
+            raise ValueError(f"compatible_release needs a service name, got {self.target!r}")
+        if (
+            self.kind == "latency_blip"
+            and self.target not in faults.MECHANISMS["edge_latency"].targets
+        ):
+            raise ValueError(f"latency_blip needs an edge caller->callee, got {self.target!r}")
+        return self
+
+
+class SloSpec(BaseModel):
+    """The workload's service-level objective used by the mitigation check."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    success_ratio: float = Field(default=0.97, gt=0, le=1)
+    p95_ms: float = Field(default=1000.0, gt=0)
+    window: float = Field(default=8.0, gt=0, description="Sustained clean window, seconds.")
+    settle: float = Field(
+        default=40.0, gt=0, description="Longest wait after the agent for the window to start."
+    )
+
+
+class GroundTruth(BaseModel):
+    """What happened, as the evaluator and the oracle see it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    incident: bool
+    root_causes: list[str] = Field(default_factory=list)
+    aliases: dict[str, list[str]] = Field(default_factory=dict)
+    fault_types: list[str] = Field(default_factory=list)
+    propagation: list[tuple[str, str]] = Field(default_factory=list)
+    alerts: list[str] = Field(default_factory=list)
+
+
+class SreSpec(ScenarioSpec):
+    """An SRE scenario: faults and noise on the shop, and what the agent must do."""
+
+    domain: Literal["sre"]
+    faults: list[FaultSpec] = Field(default_factory=list)
+    noise: list[NoiseSpec] = Field(default_factory=list)
+    traces: bool = Field(default=True, description="Whether services record spans.")
+    workload_rate: float = Field(default=8.0, gt=0, le=40)
+    slo: SloSpec = Field(default_factory=SloSpec)
+    ground_truth: GroundTruth | None = Field(
+        default=None, description="Derived from the fault library when omitted."
+    )
+
+    @field_validator("task_types")
+    @classmethod
+    def _known_tasks(cls, value: list[str]) -> list[str]:
+        for t in value:
+            if t not in TASK_TYPES:
+                raise ValueError(f"unknown task type {t!r} (known: {', '.join(TASK_TYPES)})")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SreSpec:
+        if "mitigation" in self.task_types:
+            for f in self.faults:
+                if not faults.get(f.mechanism).mitigable:
+                    raise ValueError(
+                        f"mechanism {f.mechanism} cannot be mitigated with the tools; "
+                        "drop 'mitigation' from task_types"
+                    )
+            if not self.faults:
+                raise ValueError("a scenario without faults cannot ask for mitigation")
+        return self
+
+    def truth(self) -> GroundTruth:
+        """The ground truth: given explicitly, or derived from the faults."""
+        if self.ground_truth is not None:
+            return self.ground_truth
+        roots: list[str] = []
+        aliases: dict[str, list[str]] = {}
+        types: list[str] = []
+        edges: list[tuple[str, str]] = []
+        alerts: list[str] = []
+        for f in self.faults:
+            mech = faults.get(f.mechanism)
+            root = mech.root(f.target)
+            if root not in roots:
+                roots.append(root)
+            aliases.setdefault(root, [])
+            aliases[root] += [a for a in mech.aliases(f.target) if a not in aliases[root]]
+            if mech.fault_type not in types:
+                types.append(mech.fault_type)
+            for e in faults.propagation(root):
+                if e not in edges:
+                    edges.append(e)
+            for exp in mech.alerts(f.target):
+                if exp.alert not in alerts:
+                    alerts.append(exp.alert)
+        return GroundTruth(
+            incident=bool(self.faults),
+            root_causes=roots,
+            aliases=aliases,
+            fault_types=types,
+            propagation=edges,
+            alerts=alerts,
+        )
+
+
+class SreSubmission(Submission):
+    """The agent's answer.
+
+    ``incident`` is the detection verdict (``false`` means "no incident"). ``root_causes`` is a
+    ranked list of entities (services, datastores, ``mesh``, the batch job ``reports``;
+    aliases and replica names are accepted). ``propagation`` lists edges ``[from, to]`` along
+    which the failure spread, from the root cause towards the shoppers.
+    """
+
+    incident: bool
+    root_causes: list[str] = Field(default_factory=list)
+    fault_type: str | None = Field(default=None, description="One of the listed fault types.")
+    propagation: list[tuple[str, str]] = Field(default_factory=list)

@@ -1,0 +1,437 @@
+"""The agent's tools on a shop: observe (topology, alerts, metrics, logs, traces, processes,
+configs) and act (restart, stop, start, scale, rollback, edit config, undo).
+
+Every action is journaled with the state before and after it and an undo record; ``undo``
+reverts the most recent action that has not been undone yet.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from itbench_sre import topology
+from itbench_sre.embedded import CONFIG_ENTITIES, JOB_PROGRAM, EmbeddedShop, service_of
+
+from itbench.tools import Tool, ToolError
+
+#: Entities whose configuration the agent may read and edit.
+EDITABLE = (*CONFIG_ENTITIES, "prometheus-rules")
+_MAX_LIMIT = 500
+
+
+@dataclass
+class ActionJournal:
+    """The actions of one trial, with before/after state and undo records."""
+
+    path: Path | None = None
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        before: Any,
+        after: Any,
+        undo: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """Append one action; returns the entry."""
+        with self._lock:
+            entry = {
+                "index": len(self.entries),
+                "at": round(time.time(), 3),
+                "tool": tool,
+                "args": args,
+                "before": before,
+                "after": after,
+                "undo": undo,
+                "undone": False,
+            }
+            self.entries.append(entry)
+            if self.path is not None:
+                with self.path.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(entry, default=str) + "\n")
+            return entry
+
+    def last_undoable(self) -> dict[str, Any] | None:
+        """The newest action that can still be undone."""
+        for entry in reversed(self.entries):
+            if entry["tool"] != "undo" and not entry["undone"] and entry["undo"] is not None:
+                return entry
+        return None
+
+    @property
+    def last_action_at(self) -> float | None:
+        """When the last action happened."""
+        return self.entries[-1]["at"] if self.entries else None
+
+
+def _set_path(doc: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    cur: Any = doc
+    for k in keys[:-1]:
+        if not isinstance(cur, dict) or k not in cur:
+            raise ToolError(f"no key {dotted!r} in the configuration (stopped at {k!r})")
+        cur = cur[k]
+    if not isinstance(cur, dict):
+        raise ToolError(f"cannot set {dotted!r}: parent is not a mapping")
+    cur[keys[-1]] = value
+
+
+class ShopTools:
+    """Tool implementations bound to one shop deployment and its journal."""
+
+    def __init__(self, shop: EmbeddedShop, journal: ActionJournal, traces: bool) -> None:
+        self.shop = shop
+        self.journal = journal
+        self.traces_enabled = traces
+
+    # --- helpers -----------------------------------------------------------------------------
+    def _program(self, target: str) -> list[str]:
+        """Programs a target names: an instance, every instance of a service, or infrastructure."""
+        t = target.strip().lower()
+        if t in topology.all_instances() or t in (*topology.DATASTORES, *topology.MONITORING):
+            return [t]
+        if t in (topology.MESH, JOB_PROGRAM):
+            return [t]
+        name = topology.canonical(t)
+        if name in topology.BY_NAME:
+            states = {p["name"]: p["state"] for p in self.shop.programs()}
+            active = [
+                i
+                for i in topology.instances(name)
+                if states.get(i) not in (None, "STOPPED", "EXITED")
+            ]
+            return active or topology.instances(name, topology.BY_NAME[name].replicas)
+        if name in (*topology.DATASTORES, topology.MESH, JOB_PROGRAM):
+            return [name]
+        raise ToolError(f"unknown target {target!r}; see the processes tool for names")
+
+    def _states(self, programs: list[str]) -> dict[str, str]:
+        states = {p["name"]: p["state"] for p in self.shop.programs()}
+        return {p: states.get(p, "UNKNOWN") for p in programs}
+
+    def _control(self, action: str, programs: list[str]) -> list[str]:
+        problems = []
+        for prog in programs:
+            try:
+                self.shop.control(action, prog)
+            except Exception as exc:  # noqa: BLE001 - reported to the agent, e.g. a crash on start
+                problems.append(f"{prog}: {getattr(exc, 'faultString', exc)}")
+        return problems
+
+    @staticmethod
+    def _since(seconds: float) -> float:
+        return time.time() - max(1.0, min(seconds, 3600.0))
+
+    # --- observation -------------------------------------------------------------------------
+    def topology(self) -> dict[str, Any]:
+        """The shop's services, replicas, call edges, datastores and monitoring components."""
+        return {
+            "services": [
+                {
+                    "name": s.name,
+                    "replicas": s.replicas,
+                    "max_replicas": s.max_replicas,
+                    "instances": topology.instances(s.name, s.replicas),
+                    "calls": list(s.upstreams),
+                }
+                for s in topology.SERVICES
+            ],
+            "datastores": list(topology.DATASTORES),
+            "queues": [
+                {
+                    "name": "orders",
+                    "on": "redis",
+                    "producer": "checkout",
+                    "consumer": "notification",
+                }
+            ],
+            "jobs": [JOB_PROGRAM],
+            "monitoring": list(topology.MONITORING),
+            "entry": "frontend",
+            "note": "every call edge runs through the mesh proxy (entity 'mesh')",
+        }
+
+    def alerts(self, include_pending: bool = False) -> list[dict[str, Any]]:
+        """Alerts of the shop's Prometheus (firing ones, plus pending ones when asked)."""
+        data = self.shop.prom("/api/v1/alerts", {})
+        out = []
+        for a in data.get("alerts", []):
+            if a["state"] == "firing" or include_pending:
+                out.append(
+                    {
+                        "name": a["labels"].get("alertname"),
+                        "state": a["state"],
+                        "labels": a["labels"],
+                        "summary": a.get("annotations", {}).get("summary", ""),
+                        "active_since": a.get("activeAt"),
+                        "value": a.get("value"),
+                    }
+                )
+        return out
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        """Evaluate a PromQL expression now (instant query); returns series with their value."""
+        data = self.shop.prom("/api/v1/query", {"query": promql})
+        if data["resultType"] in ("scalar", "string"):
+            return [{"metric": {}, "value": data["result"][1]}]
+        return [{"metric": r["metric"], "value": r["value"][1]} for r in data["result"]]
+
+    def query_range(
+        self, promql: str, minutes: float = 2.0, step_seconds: float = 5.0
+    ) -> list[dict[str, Any]]:
+        """Evaluate a PromQL expression over the last ``minutes`` (range query)."""
+        end = time.time()
+        start = end - max(0.1, min(minutes, 60.0)) * 60
+        data = self.shop.prom(
+            "/api/v1/query_range",
+            {"query": promql, "start": start, "end": end, "step": max(0.5, step_seconds)},
+        )
+        return [
+            {"metric": r["metric"], "values": [[round(t, 1), v] for t, v in r["values"]]}
+            for r in data["result"]
+        ]
+
+    def logs(
+        self,
+        service: str,
+        since_seconds: float = 60.0,
+        filter: str = "",  # noqa: A002 - the natural name for agents
+        level: str | None = None,
+        limit: int = 50,
+    ) -> list[dict[str, Any]]:
+        """Recent JSON log records of a service's instances, newest last.
+
+        ``filter`` keeps records whose text contains it; ``level`` keeps one level (info,
+        error, ...).
+        """
+        name = topology.canonical(service)
+        if name not in topology.BY_NAME:
+            raise ToolError(f"no logs for {service!r}: services are {', '.join(topology.BY_NAME)}")
+        since = self._since(since_seconds)
+        out = []
+        for line in self.shop.log_lines(name):
+            if filter and filter not in line:
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("ts", 0) < since or (level and rec.get("level") != level):
+                continue
+            out.append(rec)
+        out.sort(key=lambda r: r.get("ts", 0))
+        return out[-max(1, min(limit, _MAX_LIMIT)) :]
+
+    def traces(
+        self,
+        service: str | None = None,
+        since_seconds: float = 60.0,
+        errors_only: bool = False,
+        limit: int = 10,
+    ) -> list[dict[str, Any]]:
+        """Recent traces (spans grouped by trace id) that touch a service, newest last."""
+        if not self.traces_enabled:
+            raise ToolError("tracing is switched off in this environment")
+        name = topology.canonical(service) if service else None
+        if service and name not in topology.BY_NAME:
+            raise ToolError(f"unknown service {service!r}")
+        since = self._since(since_seconds)
+        spans: dict[str, list[dict[str, Any]]] = {}
+        for line in self.shop.span_lines(None):
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("start", 0) >= since:
+                spans.setdefault(rec["trace_id"], []).append(rec)
+        out = []
+        for tid, group in spans.items():
+            if name and not any(s["service"] == name for s in group):
+                continue
+            if errors_only and not any(s.get("error") for s in group):
+                continue
+            group.sort(key=lambda s: s["start"])
+            out.append({"trace_id": tid, "start": group[0]["start"], "spans": group})
+        out.sort(key=lambda t: t["start"])
+        return out[-max(1, min(limit, 100)) :]
+
+    def processes(self) -> list[dict[str, Any]]:
+        """Every program of the shop: state, pid, uptime, process status and memory."""
+        return self.shop.programs()
+
+    def read_config(self, entity: str) -> dict[str, Any]:
+        """The configuration file of a service, ``redis``, ``prometheus`` or ``prometheus-rules``."""
+        name = self._entity(entity)
+        out: dict[str, Any] = {"entity": name, "content": self.shop.read_config(name)}
+        if name in topology.BY_NAME:
+            out["revisions"] = [
+                {"revision": r["revision"], "at": r["at"], "release": r["release"]}
+                for r in self.shop.revisions(name)
+            ]
+            out["available_releases"] = list(topology.BY_NAME[name].releases)
+        return out
+
+    def _entity(self, entity: str) -> str:
+        e = entity.strip().lower()
+        if e in EDITABLE:
+            return e
+        name = topology.canonical(e)
+        if name in EDITABLE:
+            return name
+        raise ToolError(f"no configuration for {entity!r}; entities: {', '.join(EDITABLE)}")
+
+    # --- actions -----------------------------------------------------------------------------
+    def restart(self, target: str) -> dict[str, Any]:
+        """Restart a service (all its running instances), one instance, or a component."""
+        programs = self._program(target)
+        before = self._states(programs)
+        problems = self._control("restart", programs)
+        after = self._states(programs)
+        self.journal.record("restart", {"target": target}, before, after, None)
+        return {"restarted": programs, "states": after, "problems": problems}
+
+    def stop(self, target: str) -> dict[str, Any]:
+        """Stop a service's instances, one instance, or a component."""
+        programs = self._program(target)
+        before = self._states(programs)
+        problems = self._control("stop", programs)
+        after = self._states(programs)
+        undo = {"op": "start", "programs": [p for p, s in before.items() if s == "RUNNING"]}
+        self.journal.record("stop", {"target": target}, before, after, undo)
+        return {"stopped": programs, "states": after, "problems": problems}
+
+    def start(self, target: str) -> dict[str, Any]:
+        """Start a stopped service, instance or component."""
+        programs = self._program(target)
+        before = self._states(programs)
+        problems = self._control("start", programs)
+        after = self._states(programs)
+        undo = {"op": "stop", "programs": [p for p, s in before.items() if s != "RUNNING"]}
+        self.journal.record("start", {"target": target}, before, after, undo)
+        return {"started": programs, "states": after, "problems": problems}
+
+    def scale(self, service: str, replicas: int) -> dict[str, Any]:
+        """Run ``replicas`` instances of a service."""
+        name = topology.canonical(service)
+        if name not in topology.BY_NAME:
+            raise ToolError(f"unknown service {service!r}")
+        before = self.shop.replicas(name)
+        try:
+            self.shop.scale(name, replicas)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        after = self.shop.replicas(name)
+        self.journal.record(
+            "scale",
+            {"service": name, "replicas": replicas},
+            {"replicas": before},
+            {"replicas": after},
+            {"op": "scale", "service": name, "replicas": before},
+        )
+        return {"service": name, "replicas": after}
+
+    def rollback(self, service: str) -> dict[str, Any]:
+        """Redeploy a service's previous revision (release and configuration) and restart it."""
+        name = topology.canonical(service)
+        if name not in topology.BY_NAME:
+            raise ToolError(f"unknown service {service!r}")
+        before = self.shop.read_config(name)
+        try:
+            entry = self.shop.rollback(name)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        after = self.shop.read_config(name)
+        self.journal.record(
+            "rollback",
+            {"service": name},
+            {"config": before},
+            {"config": after},
+            {"op": "config", "entity": name, "content": before, "restart": True},
+        )
+        return {"service": name, "revision": entry["revision"], "release": entry["release"]}
+
+    def edit_config(
+        self,
+        entity: str,
+        set: dict[str, Any] | None = None,  # noqa: A002 - the natural name for agents
+        content: str | None = None,
+    ) -> dict[str, Any]:
+        """Change an entity's configuration: ``set`` dotted keys to values (JSON configs), or
+        replace the whole ``content``. Takes effect when the entity is restarted.
+        """
+        name = self._entity(entity)
+        if (set is None) == (content is None):
+            raise ToolError("give exactly one of 'set' or 'content'")
+        before = self.shop.read_config(name)
+        if set is not None:
+            try:
+                doc = json.loads(before)
+            except ValueError:
+                raise ToolError(f"{name}'s configuration is not JSON: use 'content'") from None
+            for key, value in set.items():
+                _set_path(doc, key, value)
+            new = json.dumps(doc, indent=2) + "\n"
+        else:
+            new = str(content)
+        self.shop.write_config(name, new)
+        self.shop.record_config(name)
+        self.journal.record(
+            "edit_config",
+            {"entity": name, "set": set, "content": content},
+            {"config": before},
+            {"config": new},
+            {"op": "config", "entity": name, "content": before, "restart": False},
+        )
+        return {"entity": name, "written": True, "note": "restart the entity to apply"}
+
+    def undo(self) -> dict[str, Any]:
+        """Revert the most recent action that has not been undone yet."""
+        entry = self.journal.last_undoable()
+        if entry is None:
+            raise ToolError("nothing to undo")
+        rec = entry["undo"]
+        op = rec["op"]
+        if op == "start":
+            self._control("start", rec["programs"])
+        elif op == "stop":
+            self._control("stop", rec["programs"])
+        elif op == "scale":
+            self.shop.scale(rec["service"], rec["replicas"])
+        elif op == "config":
+            self.shop.write_config(rec["entity"], rec["content"])
+            self.shop.record_config(rec["entity"])
+            if rec.get("restart") and rec["entity"] in topology.BY_NAME:
+                self.shop.restart_service(rec["entity"])
+        entry["undone"] = True
+        self.journal.record("undo", {"of": entry["index"]}, None, None, None)
+        return {"undone": entry["index"], "tool": entry["tool"], "args": entry["args"]}
+
+
+def build_tools(shop: EmbeddedShop, journal: ActionJournal, traces: bool) -> list[Tool]:
+    """The agent's tools on ``shop``."""
+    t = ShopTools(shop, journal, traces)
+    observe = [
+        t.topology,
+        t.alerts,
+        t.query,
+        t.query_range,
+        t.logs,
+        t.processes,
+        t.read_config,
+    ]
+    if traces:
+        observe.insert(5, t.traces)
+    act = [t.restart, t.stop, t.start, t.scale, t.rollback, t.edit_config, t.undo]
+    return [Tool.from_function(f) for f in observe] + [
+        Tool.from_function(f, action=True) for f in act
+    ]
+
+
+__all__ = ["ActionJournal", "ShopTools", "build_tools", "service_of"]

@@ -1,0 +1,169 @@
+"""The shop's static topology: services, replicas, call edges, port layout and entity aliases."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass
+
+#: Datastores and infrastructure entities that are not HTTP services of the shop.
+DATASTORES = ("redis", "postgres")
+MONITORING = ("prometheus", "loadgen")
+MESH = "mesh"
+#: The shop's batch job (a report exporter working on the database); not a baseline service.
+JOB = "reports"
+
+
+@dataclass(frozen=True)
+class ServiceDef:
+    """One service of the shop.
+
+    Attributes:
+        name: Service name (also its Prometheus job).
+        replicas: Replicas running in the baseline deployment.
+        max_replicas: Replicas the deployment can scale to.
+        upstreams: Services and datastores it calls.
+        releases: Releases available for deployment, oldest first; the last one is current.
+    """
+
+    name: str
+    replicas: int
+    max_replicas: int
+    upstreams: tuple[str, ...]
+    releases: tuple[str, ...]
+
+
+SERVICES: tuple[ServiceDef, ...] = (
+    ServiceDef(
+        "frontend", 2, 3, ("catalog", "recommendation", "cart", "checkout"), ("3.1.0", "3.2.0")
+    ),
+    ServiceDef("catalog", 1, 2, ("postgres",), ("1.7.2", "1.8.0")),
+    ServiceDef("recommendation", 1, 2, ("catalog",), ("0.9.0", "0.9.1")),
+    ServiceDef("cart", 2, 3, ("redis",), ("2.0.3", "2.1.0")),
+    ServiceDef(
+        "checkout",
+        1,
+        2,
+        ("cart", "payment", "shipping", "currency", "postgres", "redis"),
+        ("4.0.1", "4.1.0"),
+    ),
+    ServiceDef("payment", 1, 2, ("currency",), ("2.3.1", "2.4.0")),
+    ServiceDef("shipping", 1, 2, ("currency",), ("1.2.0", "1.3.0")),
+    ServiceDef("currency", 1, 2, (), ("5.0.0", "5.1.0")),
+    ServiceDef("notification", 1, 1, ("redis", "postgres"), ("1.0.4", "1.1.0")),
+)
+
+BY_NAME: dict[str, ServiceDef] = {s.name: s for s in SERVICES}
+
+# --- port layout inside a trial's block ---------------------------------------------------
+PORTS_PER_ENV = 100
+PROMETHEUS, REDIS, POSTGRES, LOADGEN, MESH_METRICS = 0, 1, 2, 3, 4
+_INSTANCE_BASE = 10
+_EDGE_BASE = 50
+
+
+def instances(service: str, count: int | None = None) -> list[str]:
+    """Instance names ``<service>-<i>`` of a service (all possible replicas by default)."""
+    sdef = BY_NAME[service]
+    n = sdef.max_replicas if count is None else count
+    return [f"{service}-{i}" for i in range(n)]
+
+
+def all_instances() -> list[str]:
+    """Every possible instance of every service, in a stable order."""
+    return [i for s in SERVICES for i in instances(s.name)]
+
+
+def instance_offset(instance: str) -> int:
+    """Port offset of a service instance."""
+    return _INSTANCE_BASE + all_instances().index(instance)
+
+
+def edges() -> list[tuple[str, str]]:
+    """Every call edge ``(caller, callee)``; each runs through its own mesh port."""
+    return [(s.name, u) for s in SERVICES for u in s.upstreams]
+
+
+def edge_offset(caller: str, callee: str) -> int:
+    """Port offset of the mesh listener for one edge."""
+    return _EDGE_BASE + edges().index((caller, callee))
+
+
+def entities() -> list[str]:
+    """Every entity the agent may name as a root cause."""
+    return [s.name for s in SERVICES] + list(DATASTORES) + [MESH, JOB]
+
+
+_ALIAS_SUFFIX = re.compile(r"(-service|-svc|service|svc|-server|server|-db|db)$")
+_EXTRA_ALIASES = {
+    "productcatalog": "catalog",
+    "product-catalog": "catalog",
+    "productcatalogservice": "catalog",
+    "recommendations": "recommendation",
+    "pg": "postgres",
+    "postgresql": "postgres",
+    "database": "postgres",
+    "queue": "redis",
+    "notifications": "notification",
+    "email": "notification",
+}
+
+
+def canonical(name: str) -> str | None:
+    """Map an entity name, alias or replica name to its canonical entity (``None`` if unknown).
+
+    ``cart``, ``cart-service``, ``cartservice`` and ``cart-1`` all map to ``cart``.
+    """
+    n = name.strip().lower().replace("_", "-")
+    known = set(entities())
+    for _ in range(3):
+        if n in known:
+            return n
+        if n in _EXTRA_ALIASES:
+            return _EXTRA_ALIASES[n]
+        m = re.fullmatch(r"(.+?)-\d+", n)
+        if m:
+            n = m.group(1)
+            continue
+        stripped = _ALIAS_SUFFIX.sub("", n)
+        if stripped == n:
+            break
+        n = stripped
+    return n if n in known else _EXTRA_ALIASES.get(n)
+
+
+def hops(a: str, b: str) -> int | None:
+    """Undirected distance between two entities in the call graph (``None`` if unconnected)."""
+    adj: dict[str, set[str]] = {e: set() for e in entities()}
+    for c, u in [*edges(), (JOB, "postgres")]:
+        adj[c].add(u)
+        adj[u].add(c)
+    if a not in adj or b not in adj:
+        return None
+    seen = {a: 0}
+    todo = deque([a])
+    while todo:
+        cur = todo.popleft()
+        if cur == b:
+            return seen[cur]
+        for nxt in adj[cur]:
+            if nxt not in seen:
+                seen[nxt] = seen[cur] + 1
+                todo.append(nxt)
+    return None
+
+
+def propagation_chain(root: str) -> list[tuple[str, str]]:
+    """Edges ``(from, to)`` along which a failure of ``root`` propagates to its callers."""
+    out: list[tuple[str, str]] = []
+    todo = deque([root])
+    seen = {root}
+    while todo:
+        cur = todo.popleft()
+        for caller, callee in edges():
+            if callee == cur:
+                out.append((cur, caller))
+                if caller not in seen:
+                    seen.add(caller)
+                    todo.append(caller)
+    return out
