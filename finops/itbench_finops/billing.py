@@ -21,37 +21,53 @@ from itbench_finops.state import Item
 
 #: FOCUS 1.0 columns of the export, in order.
 FOCUS_COLUMNS = (
+    "AvailabilityZone",
+    "BilledCost",
     "BillingAccountId",
     "BillingAccountName",
-    "SubAccountId",
-    "SubAccountName",
-    "BillingPeriodStart",
+    "BillingCurrency",
     "BillingPeriodEnd",
-    "ChargePeriodStart",
-    "ChargePeriodEnd",
+    "BillingPeriodStart",
     "ChargeCategory",
+    "ChargeClass",
     "ChargeDescription",
+    "ChargeFrequency",
+    "ChargePeriodEnd",
+    "ChargePeriodStart",
+    "CommitmentDiscountCategory",
+    "CommitmentDiscountId",
+    "CommitmentDiscountName",
+    "CommitmentDiscountStatus",
+    "CommitmentDiscountType",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+    "ContractedCost",
+    "ContractedUnitPrice",
+    "EffectiveCost",
+    "InvoiceIssuerName",
+    "ListCost",
+    "ListUnitPrice",
+    "PricingCategory",
+    "PricingQuantity",
+    "PricingUnit",
     "ProviderName",
     "PublisherName",
-    "InvoiceIssuerName",
-    "ServiceName",
-    "ServiceCategory",
     "RegionId",
+    "RegionName",
     "ResourceId",
     "ResourceName",
     "ResourceType",
+    "ServiceCategory",
+    "ServiceName",
     "SkuId",
-    "PricingUnit",
-    "PricingQuantity",
-    "ListUnitPrice",
-    "ListCost",
-    "BilledCost",
-    "EffectiveCost",
-    "BillingCurrency",
-    "ConsumedQuantity",
-    "ConsumedUnit",
+    "SkuPriceId",
+    "SubAccountId",
+    "SubAccountName",
     "Tags",
 )
+
+#: Resource types that live in one availability zone.
+_ZONAL = {"Instance", "Volume"}
 
 _CATEGORY = {
     "ec2_compute": "Compute",
@@ -357,6 +373,9 @@ def focus_rows(
     service_names = {k: prices.service_name(k) for k in _CATEGORY}
     day0 = datetime(start.year, start.month, start.day, tzinfo=UTC)
     payer_name = account_names.get(payer, "management")
+    region = str(prices.raw["region"])
+    region_name = str(prices.raw["region_name"])
+    zone = f"{region}a"
     for line in lines:
         tags = json.dumps(line.tags, sort_keys=True) if line.tags else "{}"
         fixed = {
@@ -371,14 +390,26 @@ def focus_rows(
             "InvoiceIssuerName": "AWS",
             "ServiceName": service_names[line.service],
             "ServiceCategory": _CATEGORY[line.service],
-            "RegionId": prices.raw["region"],
+            "RegionId": region,
+            "RegionName": region_name,
+            "AvailabilityZone": zone if line.resource_type in _ZONAL else "",
             "ResourceId": line.resource_id,
             "ResourceName": line.name,
             "ResourceType": line.resource_type,
             "SkuId": line.sku,
+            "SkuPriceId": f"{line.sku}:{region}:OnDemand",
+            "PricingCategory": "Standard",
             "PricingUnit": line.unit,
             "ListUnitPrice": line.unit_price,
+            "ContractedUnitPrice": line.unit_price,
             "BillingCurrency": "USD",
+            "ChargeClass": "",
+            "ChargeFrequency": "Usage-Based",
+            "CommitmentDiscountCategory": "",
+            "CommitmentDiscountId": "",
+            "CommitmentDiscountName": "",
+            "CommitmentDiscountStatus": "",
+            "CommitmentDiscountType": "",
             "ConsumedUnit": line.unit,
             "Tags": tags,
         }
@@ -406,6 +437,7 @@ def focus_rows(
                     PricingQuantity=round(qty, 6),
                     ConsumedQuantity=round(qty, 6),
                     ListCost=cost,
+                    ContractedCost=cost,
                     BilledCost=cost,
                     EffectiveCost=cost,
                 )

@@ -6,7 +6,7 @@ import re
 from datetime import date
 from pathlib import Path
 
-from itbench_finops.billing import BillItem, focus_rows
+from itbench_finops.billing import FOCUS_COLUMNS, BillItem, focus_rows, to_csv
 from itbench_finops.domain import FinOpsDomain
 from itbench_finops.optimum import best_commitment, best_type, commitment_savings
 from itbench_finops.prices import load_prices
@@ -64,6 +64,56 @@ def test_best_commitment_is_the_steady_floor() -> None:
     assert saved > commitment_savings(usage, 1.2, 0.28)
 
 
+#: The columns a FOCUS 1.0 cost and usage dataset carries.
+FOCUS_1_0 = set(
+    [
+        "AvailabilityZone",
+        "BilledCost",
+        "BillingAccountId",
+        "BillingAccountName",
+        "BillingCurrency",
+        "BillingPeriodEnd",
+        "BillingPeriodStart",
+        "ChargeCategory",
+        "ChargeClass",
+        "ChargeDescription",
+        "ChargeFrequency",
+        "ChargePeriodEnd",
+        "ChargePeriodStart",
+        "CommitmentDiscountCategory",
+        "CommitmentDiscountId",
+        "CommitmentDiscountName",
+        "CommitmentDiscountStatus",
+        "CommitmentDiscountType",
+        "ConsumedQuantity",
+        "ConsumedUnit",
+        "ContractedCost",
+        "ContractedUnitPrice",
+        "EffectiveCost",
+        "InvoiceIssuerName",
+        "ListCost",
+        "ListUnitPrice",
+        "PricingCategory",
+        "PricingQuantity",
+        "PricingUnit",
+        "ProviderName",
+        "PublisherName",
+        "RegionId",
+        "RegionName",
+        "ResourceId",
+        "ResourceName",
+        "ResourceType",
+        "ServiceCategory",
+        "ServiceName",
+        "SkuId",
+        "SkuPriceId",
+        "SubAccountId",
+        "SubAccountName",
+        "Tags",
+    ]
+)
+
+
 def test_focus_rows_price_every_day() -> None:
     prices = load_prices()
     line = BillItem(
@@ -79,6 +129,11 @@ def test_focus_rows_price_every_day() -> None:
     )
     rows = focus_rows([line], prices, date(2026, 11, 1), "123456789012", {})
     assert len(rows) == 30
+    assert all(set(r) == set(FOCUS_COLUMNS) for r in rows)
+    header = to_csv(rows).decode().splitlines()[0].split(",")
+    assert set(header) >= FOCUS_1_0, FOCUS_1_0 - set(header)
+    assert rows[0]["AvailabilityZone"] == "us-east-1a"
+    assert rows[0]["ChargeFrequency"] == "Usage-Based"
     assert abs(sum(r["BilledCost"] for r in rows) - 0.096 * 24 * 30) < 1e-6
     hourly = focus_rows([line], prices, date(2026, 11, 1), "123456789012", {}, hourly=True)
     assert len(hourly) == 720
