@@ -11,12 +11,13 @@ paths its evidence needs, and reference Rego over the evidence the reference pla
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from itbench_ciso.checks import Check, Variant
 
@@ -128,7 +129,9 @@ def clean_host() -> Host:
             "Defaults   !visiblepw\nDefaults   use_pty\nroot ALL=(ALL) ALL\n%wheel ALL=(ALL) ALL\n",
             0o440,
         ),
-        "/etc/sudoers.d/deploy": HostFile("deploy ALL=(root) NOPASSWD: /usr/bin/systemctl\n", 0o440),
+        "/etc/sudoers.d/deploy": HostFile(
+            "deploy ALL=(root) NOPASSWD: /usr/bin/systemctl\n", 0o440
+        ),
         f"{WANTS}/sshd.service": HostFile(link="/usr/lib/systemd/system/sshd.service"),
         f"{WANTS}/auditd.service": HostFile(link="/usr/lib/systemd/system/auditd.service"),
         f"{WANTS}/chronyd.service": HostFile(link="/usr/lib/systemd/system/chronyd.service"),
@@ -245,9 +248,11 @@ def sudo_use_pty(host: Host) -> bool:
         if name == SUDOERS or name.startswith("/etc/sudoers.d/"):
             for line in f.content.splitlines():
                 parts = line.split()
-                if len(parts) >= 2 and parts[0] == "Defaults" and "use_pty" in [
-                    p.strip(",") for p in parts[1:]
-                ]:
+                if (
+                    len(parts) >= 2
+                    and parts[0] == "Defaults"
+                    and "use_pty" in [p.strip(",") for p in parts[1:]]
+                ):
                     return True
     return False
 
@@ -255,7 +260,7 @@ def sudo_use_pty(host: Host) -> bool:
 # --- Rego ----------------------------------------------------------------------------------
 
 HELPERS = r"""
-content(path) := input.files[path].content
+content(path) := input.files[path]
 
 rows(path) := [parts |
 	some line in regex.split(`\r?\n`, content(path))
@@ -295,7 +300,7 @@ sysctl_files := array.concat(
 
 sysctl_values(key) := [parts[1] |
 	some f in sysctl_files
-	input.files[f].content
+	input.files[f]
 	some line in regex.split(`\r?\n`, content(f))
 	t := trim_space(line)
 	t != ""
@@ -313,9 +318,9 @@ sysctl(key) := vals[count(vals) - 1] if {
 
 mode_bits(m) := ((to_number(substring(m, count(m) - 3, 1)) * 64) + (to_number(substring(m, count(m) - 2, 1)) * 8)) + to_number(substring(m, count(m) - 1, 1))
 
-too_open(path, allowed) if not input.files[path]
+too_open(path, allowed) if not input.modes[path]
 
-too_open(path, allowed) if bits.and(mode_bits(input.files[path].mode), bits.negate(allowed)) != 0
+too_open(path, allowed) if bits.and(mode_bits(input.modes[path]), bits.negate(allowed)) != 0
 """
 
 
@@ -326,7 +331,7 @@ def _rego_lit(value: str) -> str:
 def _sshd_rule(key: str, ok: list[str]) -> str:
     allowed = ", ".join(_rego_lit(v) for v in ok)
     return (
-        f"violations contains \"{key} is not set to {'/'.join(ok)}\" if {{\n"
+        f'violations contains "{key} is not set to {"/".join(ok)}" if {{\n'
         f"\tnot lower(sshd({_rego_lit(key)})) in {{{allowed}}}\n}}"
     )
 
@@ -346,14 +351,18 @@ class LinuxCheck(Check):
         violates: Ground-truth predicate on a host.
         bad: Named mutations that make a clean host violate.
         near: Named mutations that comply but look close.
-        evidence: Paths (files, or directories whose entries are collected) the evidence needs.
+        files: Paths or globs whose file contents the evidence needs.
+        modes: Paths whose permission bits the evidence needs.
+        listing: Directories whose entries (symlinks included) the evidence needs.
     """
 
     family: ClassVar[str] = "linux"
     violates: Callable[[Host], bool] = field(default=lambda host: False)
     bad: dict[str, Mutation] = field(default_factory=dict)
     near: dict[str, Mutation] = field(default_factory=dict)
-    evidence: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ()
+    listing: tuple[str, ...] = ()
 
     def policy(self, package: str = "compliance") -> str:
         """The reference policy with the family's helpers."""
@@ -361,51 +370,86 @@ class LinuxCheck(Check):
         return f"package {package}\n\nimport rego.v1\n\n{body}\n"
 
     def playbook(self) -> str:
-        """The reference evidence playbook (collects :attr:`evidence` of every host)."""
-        return playbook_for(self.evidence)
+        """The reference evidence playbook."""
+        return playbook_for(self.files, self.modes, self.listing)
+
+    def evidence_of(self, host: Host) -> dict[str, Any]:
+        """The evidence the reference playbook collects from ``host`` (without Ansible)."""
+        files = {
+            path: f.content
+            for path, f in host.items()
+            if f.link is None and any(fnmatch.fnmatchcase(path, g) for g in self.files)
+        }
+        modes = {p: f"{host[p].mode:04o}" for p in self.modes if p in host}
+        prefixes = tuple(d.rstrip("/") + "/" for d in self.listing)
+        entries = sorted(p for p in host if self.listing and p.startswith(prefixes))
+        out: dict[str, Any] = {"files": files}
+        if self.modes:
+            out["modes"] = modes
+        if self.listing:
+            out["entries"] = entries
+        return out
 
 
-def playbook_for(paths: tuple[str, ...]) -> str:
-    """An evidence playbook for ``paths`` (files, or directories whose whole tree is wanted)."""
-    files = ", ".join(f'"{p}"' for p in paths)
-    dirs = "|".join(re.escape(p.rstrip("/") + "/") for p in paths)
+def _yaml_list(items: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+
+def playbook_for(files: tuple[str, ...], modes: tuple[str, ...], listing: tuple[str, ...]) -> str:
+    """An evidence playbook: file contents through lookups, modes through stat, listings
+    through find; the evidence is the host fact ``evidence``.
+    """
+    tasks = []
+    if modes:
+        tasks.append(
+            """    - name: Read the permissions of the files the requirement concerns
+      ansible.builtin.stat:
+        path: "{{ host_root }}{{ item }}"
+        get_checksum: false
+      loop: "{{ stat_paths }}"
+      register: stats
+"""
+        )
+    if listing:
+        tasks.append(
+            """    - name: List the directories the requirement concerns
+      ansible.builtin.find:
+        paths: "{{ listing | map('regex_replace', '^', host_root) | list }}"
+        file_type: any
+        recurse: true
+        hidden: true
+      register: listed
+"""
+        )
+    parts = [
+        "files: \"{{ dict(found | map('regex_replace', '^' ~ (host_root | regex_escape), '')"
+        " | zip(query('ansible.builtin.file', *found, rstrip=false))) }}\""
+    ]
+    if modes:
+        parts.append(
+            "modes: \"{{ dict(stats.results | selectattr('stat.exists') | map(attribute='item')"
+            " | zip(stats.results | selectattr('stat.exists') | map(attribute='stat.mode'))) }}\""
+        )
+    if listing:
+        parts.append(
+            "entries: \"{{ listed.files | map(attribute='path')"
+            " | map('regex_replace', '^' ~ (host_root | regex_escape), '') | sort }}\""
+        )
+    body = "\n".join(f"          {p}" for p in parts)
     return f"""---
 - name: Collect compliance evidence
   hosts: all
   gather_facts: false
   vars:
-    wanted_files: [{files}]
-    wanted_dirs: '^({dirs})'
+    globs: {_yaml_list(files)}
+    stat_paths: {_yaml_list(modes)}
+    listing: {_yaml_list(listing)}
+    found: "{{{{ query('ansible.builtin.fileglob', *(globs | map('regex_replace', '^', host_root))) }}}}"
   tasks:
-    - name: List the host's configuration tree
-      ansible.builtin.find:
-        paths: ["{{{{ host_root }}}}/etc"]
-        file_type: any
-        recurse: true
-        hidden: true
-        follow: false
-      register: found
-
-    - name: Record each wanted file (type, mode, content)
-      vars:
-        rel: "{{{{ item.path[host_root | length:] }}}}"
+{"".join(tasks)}    - name: Record the evidence
       ansible.builtin.set_fact:
-        evidence: >-
-          {{{{ evidence | default({{}}) | combine({{rel: {{
-               'type': 'link' if item.islnk else ('directory' if item.isdir else 'file'),
-               'mode': item.mode,
-               'content': lookup('ansible.builtin.file', item.path, rstrip=false) if item.isreg else none
-             }}}}) }}}}
-      loop: "{{{{ found.files }}}}"
-      loop_control:
-        label: "{{{{ rel }}}}"
-      when: rel in wanted_files or rel is regex(wanted_dirs)
-
-    - name: Write the evidence
-      ansible.builtin.copy:
-        dest: "{{{{ evidence_file }}}}"
-        content: "{{{{ {{'files': evidence | default({{}})}} | to_json }}}}"
-        mode: "0644"
+        evidence:
+{body}
 """
 
 
@@ -478,7 +522,7 @@ def _sshd_check(
         requirement=requirement + _SSHD_NOTE,
         rego=_sshd_rule(key, ok),
         violates=lambda h: (sshd_value(h, key) or "").lower() not in ok,
-        evidence=(SSHD,),
+        files=(SSHD,),
         bad={
             f"{key} {bad_value}": _replace(SSHD, line, f"{key} {bad_value}"),
             "keyword removed": _replace(SSHD, line + "\n", ""),
@@ -532,9 +576,11 @@ def _defs_check(
         id=cid,
         title=title,
         requirement=req + _DEFS_NOTE,
-        rego=_num_rule(f'kv("/etc/login.defs", "{key}")', f"{key} out of range", f"{cmp} {threshold}"),
+        rego=_num_rule(
+            f'kv("/etc/login.defs", "{key}")', f"{key} out of range", f"{cmp} {threshold}"
+        ),
         violates=lambda h: not ok(_int(kv_value(h, LOGIN_DEFS, key))),
-        evidence=(LOGIN_DEFS,),
+        files=(LOGIN_DEFS,),
         bad={
             f"{key} {bad}": _replace(LOGIN_DEFS, current, f"{key}\t{bad}"),
             "key commented out": _replace(LOGIN_DEFS, current, f"#{current}"),
@@ -555,7 +601,7 @@ def _sysctl_check(cid: str, key: str, good: str, bad: str, title: str, req: str)
         requirement=req + _SYSCTL_NOTE,
         rego=f'violations contains "{key} is not {good}" if not sysctl("{key}") == "{good}"',
         violates=lambda h: sysctl_value(h, key) != good,
-        evidence=("/etc/sysctl.d", SYSCTL),
+        files=("/etc/sysctl.d/*", SYSCTL),
         bad={
             f"{key} = {bad}": _replace(SYSCTL_D, line, f"{key} = {bad}"),
             "/etc/sysctl.conf overrides": _append(SYSCTL, f"{key}={bad}\n"),
@@ -587,7 +633,7 @@ def _mode_check(cid: str, path: str, allowed: int, bad: int, strict: int, title:
         ),
         rego=f'violations contains "{path} permissions too open" if too_open("{path}", {allowed})',
         violates=lambda h: mode_too_open(h, path, allowed),
-        evidence=(path,),
+        modes=(path,),
         bad={
             f"mode {bad:04o}": _mode(path, bad),
             "group-writable": _mode(path, allowed | 0o020),
@@ -599,17 +645,29 @@ def _mode_check(cid: str, path: str, allowed: int, bad: int, strict: int, title:
 
 
 def _kv_check(
-    cid: str, path: str, key: str, cmp: str, good: int, bad: int, boundary: int, title: str, req: str
+    cid: str,
+    path: str,
+    key: str,
+    cmp: str,
+    good: int,
+    bad: int,
+    boundary: int,
+    title: str,
+    req: str,
 ) -> LinuxCheck:
     line = f"{key} = {good}"
-    ok = (lambda v: v is not None and v <= good) if cmp == "<=" else (lambda v: v is not None and v >= good)
+    ok = (
+        (lambda v: v is not None and v <= good)
+        if cmp == "<="
+        else (lambda v: v is not None and v >= good)
+    )
     return LinuxCheck(
         id=cid,
         title=title,
         requirement=req + _KV_NOTE,
         rego=_num_rule(f'kv("{path}", "{key}")', f"{key} out of range", f"{cmp} {good}"),
         violates=lambda h: not ok(_int(kv_value(h, path, key))),
-        evidence=(path,),
+        files=(path,),
         bad={
             f"{key} = {bad}": _replace(path, line, f"{key} = {bad}"),
             "commented out": _replace(path, line, f"# {line}"),
@@ -693,7 +751,7 @@ CHECKS: list[LinuxCheck] = [
         + _SSHD_NOTE,
         rego=_num_rule('sshd("MaxAuthTries")', "MaxAuthTries above 4", "<= 4"),
         violates=lambda h: not _at_most(_int(sshd_value(h, "MaxAuthTries")), 4),
-        evidence=(SSHD,),
+        files=(SSHD,),
         bad={
             "MaxAuthTries 6": _replace(SSHD, "MaxAuthTries 4", "MaxAuthTries 6"),
             "unset": _replace(SSHD, "MaxAuthTries 4\n", ""),
@@ -705,9 +763,7 @@ CHECKS: list[LinuxCheck] = [
             "lower-case keyword": _replace(SSHD, "MaxAuthTries 4", "maxauthtries 2"),
         },
     ),
-    _mode_check(
-        "linux-sshd-config-mode", SSHD, 0o600, 0o644, 0o400, "sshd_config permissions"
-    ),
+    _mode_check("linux-sshd-config-mode", SSHD, 0o600, 0o644, 0o400, "sshd_config permissions"),
     _defs_check(
         "linux-pass-max-days",
         "PASS_MAX_DAYS",
@@ -744,8 +800,7 @@ CHECKS: list[LinuxCheck] = [
         title="Default umask 027 or stricter",
         requirement=(
             "The default umask must be 027 or more restrictive: UMASK in /etc/login.defs, read "
-            "as an octal number, must include the bits 027 (077 is fine, 022 is not)."
-            + _DEFS_NOTE
+            "as an octal number, must include the bits 027 (077 is fine, 022 is not)." + _DEFS_NOTE
         ),
         rego="""violations contains "UMASK not restrictive enough" if not umask_ok
 
@@ -754,7 +809,7 @@ umask_ok if {
 	bits.and(mode_bits(concat("", ["000", u])), 23) == 23
 }""",
         violates=lambda h: not _umask_ok(h),
-        evidence=(LOGIN_DEFS,),
+        files=(LOGIN_DEFS,),
         bad={
             "UMASK 022": _replace(LOGIN_DEFS, "UMASK\t\t027", "UMASK\t\t022"),
             "UMASK 007": _replace(LOGIN_DEFS, "UMASK\t\t027", "UMASK 007"),
@@ -810,12 +865,10 @@ umask_ok if {
 	name != "root"
 }""",
         violates=lambda h: not _uid0_ok(h),
-        evidence=(PASSWD,),
+        files=(PASSWD,),
         bad={
             "toor with UID 0": _append(PASSWD, "toor:x:0:0:backup root:/root:/bin/bash\n"),
-            "service account UID 0": _replace(
-                PASSWD, "deploy:x:1000:1000", "deploy:x:0:1000"
-            ),
+            "service account UID 0": _replace(PASSWD, "deploy:x:1000:1000", "deploy:x:0:1000"),
         },
         near={
             "GID 0 only": _append(PASSWD, "operator:x:11:0:operator:/root:/sbin/nologin\n"),
@@ -838,9 +891,11 @@ umask_ok if {
 	fields[1] == ""
 }""",
         violates=lambda h: not _no_empty_pw(h),
-        evidence=(SHADOW,),
+        files=(SHADOW,),
         bad={
-            "alice without password": _replace(SHADOW, "alice:$6$rounds=5000$Pp8w$Zk1mQ7eR", "alice:"),
+            "alice without password": _replace(
+                SHADOW, "alice:$6$rounds=5000$Pp8w$Zk1mQ7eR", "alice:"
+            ),
             "new account without password": _append(SHADOW, "guest::19960:0:99999:7:::\n"),
         },
         near={
@@ -885,10 +940,10 @@ umask_ok if {
 }
 
 watched(path) if {
-	some f, entry in input.files
+	some f, text in input.files
 	startswith(f, "/etc/audit/rules.d/")
 	endswith(f, ".rules")
-	some line in regex.split(`\\r?\\n`, entry.content)
+	some line in regex.split(`\\r?\\n`, text)
 	parts := regex.split(`\\s+`, trim_space(line))
 	count(parts) >= 4
 	parts[0] == "-w"
@@ -898,7 +953,7 @@ watched(path) if {
 	contains(parts[3], "a")
 }""",
         violates=lambda h: not (audit_watches(h, PASSWD) and audit_watches(h, SHADOW)),
-        evidence=("/etc/audit/rules.d",),
+        files=("/etc/audit/rules.d/*",),
         bad={
             "shadow watch removed": _replace(AUDIT, "-w /etc/shadow -p wa -k identity\n", ""),
             "passwd watched for reads only": _replace(
@@ -916,7 +971,9 @@ watched(path) if {
             "perms rwxa": _replace(AUDIT, "-w /etc/shadow -p wa", "-w /etc/shadow -p rwxa"),
             "split over two files": _both(
                 _replace(AUDIT, "-w /etc/shadow -p wa -k identity\n", ""),
-                _add("/etc/audit/rules.d/60-shadow.rules", HostFile("-w /etc/shadow -p aw -k id\n")),
+                _add(
+                    "/etc/audit/rules.d/60-shadow.rules", HostFile("-w /etc/shadow -p aw -k id\n")
+                ),
             ),
         },
     ),
@@ -928,13 +985,13 @@ watched(path) if {
             + ", ".join(_SERVICES)
             + " may be enabled, that is linked from any /etc/systemd/system/*.wants/ directory."
         ),
-        rego="violations contains unit if {\n\tsome path, _ in input.files\n"
-        '\tregex.match(`^/etc/systemd/system/[^/]+\\.wants/[^/]+$`, path)\n'
-        "\tparts := split(path, \"/\")\n\tunit := parts[count(parts) - 1]\n\tunit in {"
+        rego="violations contains unit if {\n\tsome path in input.entries\n"
+        "\tregex.match(`^/etc/systemd/system/[^/]+\\.wants/[^/]+$`, path)\n"
+        '\tparts := split(path, "/")\n\tunit := parts[count(parts) - 1]\n\tunit in {'
         + ", ".join(f'"{s}"' for s in _SERVICES)
         + "}\n}",
         violates=lambda h: bool(enabled_units(h) & set(_SERVICES)),
-        evidence=("/etc/systemd/system",),
+        listing=("/etc/systemd/system",),
         bad={
             "cups enabled": _add(
                 f"{WANTS}/cups.service", HostFile(link="/usr/lib/systemd/system/cups.service")
@@ -966,9 +1023,9 @@ watched(path) if {
         rego="""violations contains "use_pty is not set" if not use_pty
 
 use_pty if {
-	some f, entry in input.files
+	some f, text in input.files
 	sudoers_file(f)
-	some line in regex.split(`\\r?\\n`, entry.content)
+	some line in regex.split(`\\r?\\n`, text)
 	parts := regex.split(`[\\s,]+`, trim_space(line))
 	parts[0] == "Defaults"
 	"use_pty" in parts
@@ -978,7 +1035,7 @@ sudoers_file("/etc/sudoers")
 
 sudoers_file(f) if startswith(f, "/etc/sudoers.d/")""",
         violates=lambda h: not sudo_use_pty(h),
-        evidence=(SUDOERS, "/etc/sudoers.d"),
+        files=(SUDOERS, "/etc/sudoers.d/*"),
         bad={
             "removed": _replace(SUDOERS, "Defaults   use_pty\n", ""),
             "commented out": _replace(SUDOERS, "Defaults   use_pty", "#Defaults   use_pty"),
@@ -1017,12 +1074,7 @@ def variants(
     rng = random.Random(f"{check_id}:{seed}")
     bad = list(check.bad.items())
     near = list(check.near.items())
-    others = [
-        (f"{o.id}: {lbl}", m)
-        for o in CHECKS
-        if o.id != check_id
-        for lbl, m in o.bad.items()
-    ]
+    others = [(f"{o.id}: {lbl}", m) for o in CHECKS if o.id != check_id for lbl, m in o.bad.items()]
 
     def build(muts: list[tuple[str, Mutation]]) -> tuple[Host, list[str]]:
         host = clean_host()
@@ -1071,17 +1123,3 @@ def variants(
         v.units = [name]
         v.violating = {name} if v.violating else set()
     return visible, hidden
-
-
-def evidence_of(host: Host, paths: tuple[str, ...]) -> dict[str, object]:
-    """The evidence the reference playbook writes for ``host`` (computed without Ansible)."""
-    files: dict[str, object] = {}
-    prefixes = tuple(p.rstrip("/") + "/" for p in paths)
-    for path, f in host.items():
-        if path in paths or path.startswith(prefixes):
-            files[path] = {
-                "type": "link" if f.link is not None else "file",
-                "mode": "0777" if f.link is not None else f"{f.mode:04o}",
-                "content": None if f.link is not None else f.content,
-            }
-    return {"files": files}

@@ -1,0 +1,183 @@
+"""Linux hosts: the agent's Ansible playbook collects evidence, its Rego policy judges it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from itbench.models import Evaluation
+from itbench.tools import Tool
+from itbench_ciso.ansible import PlayOutcome, inventory, run_playbook
+from itbench_ciso.checks import Variant, linux
+from itbench_ciso.engine import PACKAGE, RULE
+from itbench_ciso.families import Runtime, timer
+from itbench_ciso.scoring import Confusion, evaluation, judge_verdicts, nonempty
+from itbench_ciso.spec import CisoSubmission
+
+#: Seconds a playbook may run, unless ``--option playbook_timeout=S`` says otherwise.
+PLAYBOOK_TIMEOUT = 60.0
+
+CONTRACT = (
+    "Submit `playbook` (an Ansible playbook, YAML) and `policy` (a Rego v1 module, `package "
+    "compliance`, `import rego.v1`). The harness writes an inventory (group `targets`, "
+    "connection local) whose hosts carry two variables: `host_root`, the directory that stands "
+    "for the host's `/` (read `{{ host_root }}/etc/...`), and `evidence_file`. The playbook "
+    "must deliver one JSON evidence document per host: either set the host fact `evidence` "
+    "(ansible.builtin.set_fact) or write the JSON to `{{ evidence_file }}`. The policy gets "
+    "that document as `input` and must define the set `violations`: non-empty exactly when the "
+    "host does not meet the requirement. The playbook runs with a time limit, may not use "
+    "become/delegate_to/connection, and may write only inside its own run directory."
+)
+
+
+class LinuxRuntime(Runtime):
+    """Visible hosts in the workspace; hidden hosts built only when judging."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.visible_hosts: list[Variant] = []
+        self.last_evidence: dict[str, Any] = {}
+        self.runs = 0
+
+    @property
+    def timeout(self) -> float:
+        """The playbook time limit of this run."""
+        return float(self.ctx.options.get("playbook_timeout", PLAYBOOK_TIMEOUT))
+
+    def setup(self) -> None:
+        """Build the visible hosts and their inventory in the workspace."""
+        plan = self.spec.variants
+        self.visible_hosts, self.hidden = linux.variants(
+            self.spec.check, self.ctx.seed, plan.compliant, plan.non_compliant
+        )
+        roots = {}
+        for v in self.visible_hosts:
+            root = self.workspace / "hosts" / v.name
+            linux.materialise(v.data, root)
+            roots[v.name] = root
+        self.roots = roots
+        (self.workspace / "evidence").mkdir(exist_ok=True)
+        (self.workspace / "inventory.yml").write_text(
+            yaml.safe_dump(inventory(roots, self.workspace / "evidence"), sort_keys=True),
+            encoding="utf-8",
+        )
+
+    def _run(self, playbook: str, hosts: dict[str, Path], label: str) -> PlayOutcome:
+        self.runs += 1
+        run_dir = self.ctx.trial_dir / "playbook-runs" / f"{label}-{self.runs}"
+        outcome = run_playbook(playbook, hosts, run_dir, self.ctx.trial_dir, self.timeout)
+        self.save(
+            f"playbook-runs/{label}-{self.runs}.json", json.dumps(outcome.summary(), indent=1)
+        )
+        return outcome
+
+    def tools(self) -> list[Tool]:
+        """``run_playbook`` on the visible hosts and ``evaluate_policy``."""
+
+        def run_playbook(playbook: str) -> dict[str, Any]:
+            """Run an Ansible playbook (YAML text) on the visible hosts, as the harness will.
+
+            Returns the status, each host's evidence and the end of the output.
+            """
+            out = self._run(playbook, self.roots, "agent")
+            self.last_evidence = dict(out.evidence)
+            return {
+                "status": out.status,
+                "rc": out.rc,
+                "evidence": out.evidence,
+                "problems": out.problems,
+                "output": out.output,
+            }
+
+        def default_input() -> Any:
+            return next(iter(self.last_evidence.values()), {})
+
+        return [Tool.from_function(run_playbook), self.policy_tool(default_input)]
+
+    def context(self) -> dict[str, Any]:
+        """Hosts, inventory and the contract."""
+        return {
+            "family": "linux",
+            "requirement": self.spec.requirement,
+            "hosts": {name: str(root) for name, root in self.roots.items()},
+            "inventory": str(self.workspace / "inventory.yml"),
+            "contract": CONTRACT,
+            "playbook_timeout": self.timeout,
+        }
+
+    def judge(self, submission: CisoSubmission | None) -> Evaluation:
+        """Run the playbook on freshly built hidden hosts, then the policy on each evidence."""
+        start = timer()
+        self.save_hidden()
+        playbook = submission.playbook if submission else None
+        policy = submission.policy if submission else None
+        if not playbook or not policy:
+            return self._nothing(start, "playbook and policy are both required")
+        modules = {"policy.rego": policy}
+        error = self.compile_policy(modules)
+        hidden_root = self.ctx.trial_dir / "hidden-hosts"
+        shutil.rmtree(hidden_root, ignore_errors=True)
+        roots = {}
+        for v in self.hidden:
+            roots[v.name] = hidden_root / v.name
+            linux.materialise(v.data, roots[v.name])
+        outcome = self._run(playbook, roots, "judge")
+        collected = sum(h in outcome.evidence for h in roots)
+        extra = {
+            "evidence_collected": round(collected / len(roots), 4),
+            "playbook_succeeded": outcome.status == "successful",
+            "playbook_seconds": round(outcome.seconds, 3),
+            "sandboxed": outcome.sandboxed,
+        }
+        if error is not None:
+            ev = self._nothing(start, error)
+            ev.metrics.update(extra)
+            return ev
+        names = [v.name for v in self.hidden if v.name in outcome.evidence]
+        answers = dict(
+            zip(
+                names,
+                self.engine.evaluate(
+                    modules, f"data.{PACKAGE}.{RULE}", [outcome.evidence[n] for n in names]
+                ),
+                strict=True,
+            )
+        )
+        verdicts: list[bool | None] = []
+        errors: list[str | None] = []
+        for v in self.hidden:
+            a = answers.get(v.name)
+            if a is None:
+                verdicts.append(None)
+                errors.append(outcome.problems.get(v.name, "no evidence"))
+            else:
+                verdicts.append(None if a.error else nonempty(a.value))
+                errors.append(a.error)
+        conf, judgements = judge_verdicts(self.hidden, verdicts, errors)
+        return evaluation(
+            conf,
+            judgements,
+            compiles=True,
+            engine=self.engine.name,
+            seconds=timer() - start,
+            extra=extra,
+            details={"playbook": outcome.summary()},
+        )
+
+    def _nothing(self, start: float, why: str) -> Evaluation:
+        conf = Confusion()
+        for v in self.hidden:
+            conf.add(not v.compliant, False)
+        return evaluation(
+            conf,
+            [],
+            compiles=False,
+            engine=self.engine.name,
+            seconds=timer() - start,
+            extra={"evidence_collected": 0.0},
+            details={"reason": why},
+        )
