@@ -231,6 +231,7 @@ class _Agent:
         m = re.search(r"(\d+)\s*%", self.goal)
         target = float(m.group(1)) if m else 70.0
         groups = self.d("autoscaling", "DescribeAutoScalingGroups")["AutoScalingGroups"]
+        changed = 0
         for g in groups:
             name = g["AutoScalingGroupName"]
             peak = self.peak("AWS/EC2", "CPUUtilization", "AutoScalingGroupName", name, None)
@@ -245,7 +246,8 @@ class _Agent:
                     MinSize=min(g["MinSize"], need),
                     DesiredCapacity=need,
                 )
-        return FinOpsSubmission()
+                changed += 1
+        return FinOpsSubmission(incident=changed > 0)
 
     def anomaly(self) -> FinOpsSubmission:
         rows = self.toolbox.call(

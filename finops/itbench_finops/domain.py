@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -37,10 +38,13 @@ class FinOpsDomain(Domain):
         toolbox: Toolbox,
         deadline: Any,
     ) -> TaskView:
-        """The default whitelisted view; also remembers when the agent's clock started."""
+        """The default whitelisted view; also remembers when the agent's clock started.
+
+        The runner builds the view right before it starts the agent, so the time of this call
+        is the start of time to detect and time to mitigate.
+        """
         view = super().task_view(spec, env, ctx, toolbox, deadline)
-        if isinstance(deadline, datetime):
-            env.agent_started = deadline.timestamp() - spec.time_limit  # type: ignore[attr-defined]
+        env.agent_started = time.time()  # type: ignore[attr-defined]
         return view
 
     def evaluate(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -24,6 +25,35 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def endpoint_children() -> list[int]:
+    """Live endpoint processes started by this test process."""
+    me = str(os.getpid())
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            status = dict(
+                line.split(":\t", 1)
+                for line in (proc / "status").read_text().splitlines()
+                if ":\t" in line
+            )
+            argv = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ours = status.get("PPid", "").strip() == me and b"itbench_finops.endpoint" in argv
+        if ours and not status.get("State", "").strip().startswith("Z"):
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_endpoint_left() -> Iterator[None]:
+    """After the whole suite, no endpoint this process started is still running."""
+    yield
+    assert not endpoint_children(), "endpoint processes outlived their environments"
 
 
 @pytest.fixture(scope="session")
