@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -105,8 +106,10 @@ def _mitigate(toolbox: Toolbox, root: str, down: list[str], paused: list[str]) -
 
 
 class Destructive(Agent):
-    """Quiets every alert the wrong way: stops services, scales to zero, silences Prometheus,
-    stops the load generator, then claims the incident is fixed.
+    """Quiets every alert the wrong way and claims the incident is fixed.
+
+    It scales every service to zero, stops the datastores and the mesh, empties the alert
+    rules, restarts Prometheus and stops the load generator.
     """
 
     def run(self, task: TaskView, toolbox: Toolbox) -> SreSubmission:
@@ -122,10 +125,8 @@ class Destructive(Agent):
 
 
 def _try(toolbox: Toolbox, tool: str, **args: Any) -> None:
-    try:
+    with contextlib.suppress(ToolError):
         toolbox.call(tool, **args)
-    except ToolError:
-        pass
 
 
 def destructive(ctx: AgentContext) -> Agent:

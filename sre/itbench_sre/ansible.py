@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -48,8 +49,6 @@ def run_playbook(name: str, private_dir: Path, extravars: dict[str, Any]) -> Non
     )
     if result.status != "successful":
         tail = ""
-        try:
+        with contextlib.suppress(OSError, AttributeError, ValueError):
             tail = " | ".join(result.stdout.read().strip().splitlines()[-6:])
-        except (OSError, AttributeError, ValueError):
-            pass
         raise InfrastructureError(f"playbook {name}.yml {result.status} (rc={result.rc}): {tail}")

@@ -11,6 +11,7 @@ from itbench_sre.spec import SreSpec, SreSubmission
 
 from itbench.domain import Domain, Environment, TrialContext
 from itbench.models import Evaluation, ScenarioSpec, Submission, TaskView
+from itbench.process import stop_recorded
 from itbench.tools import Toolbox
 
 
@@ -53,4 +54,5 @@ class SreDomain(Domain):
     def recover(self, trial_dir: Path) -> None:
         """Stop what a dead harness left of a trial's shop."""
         super().recover(trial_dir)
+        stop_recorded(trial_root(trial_dir))
         sweep(trial_root(trial_dir))

@@ -22,6 +22,7 @@ from itbench_sre import pgtemplate, topology
 from itbench_sre.ansible import run_playbook
 from itbench_sre.backend import ChangeSet, ShopBackend
 from itbench_sre.rules import alert_rules
+from itbench_sre.supervisor import Supervisor
 
 from itbench.domain import InfrastructureError
 from itbench.process import ManagedProcess, port_open, record_pid, stop_group
@@ -72,9 +73,7 @@ class EmbeddedShop(ShopBackend):
         self.pg_dir: Path | None = None
         self.supervisord: ManagedProcess | None = None
         self.held: list[Any] = []
-        from itbench_sre.supervisor import Supervisor
-
-        self.sup = Supervisor(self.ctl / "supervisor.sock")
+        self.sup = Supervisor(self.ctl / "supervisor.sock")  # moved beside the data in deploy()
         self._torn_down = False
         self.certs: dict[str, str] = {}
         self._cert_files: dict[str, str] = {}
@@ -292,7 +291,7 @@ class EmbeddedShop(ShopBackend):
         return "\n\n".join(blocks) + "\n"
 
     def _supervisord_conf(self) -> str:
-        sock = self.ctl / "supervisor.sock"
+        sock = self.sup.socket_path
         return (
             f"[unix_http_server]\nfile={sock}\nchmod=0700\n\n"
             f"[supervisord]\nnodaemon=true\nlogfile={self.ctl / 'supervisor' / 'supervisord.log'}\n"
@@ -366,6 +365,8 @@ class EmbeddedShop(ShopBackend):
         shared = pgtemplate.shared_root() / f"env-{uuid.uuid4().hex[:12]}"
         shared.mkdir(mode=0o755)
         (self.ctl / "shared-dir").write_text(str(shared))
+        # Unix socket paths are limited to ~100 bytes: keep the socket in the short shared dir.
+        self.sup = Supervisor(shared / "supervisor.sock")
         self.pg_dir = pgtemplate.make_data_dir(shared / "pgdata")
         self._make_certs()
         rendered = self.rendered()

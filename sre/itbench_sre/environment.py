@@ -50,6 +50,7 @@ class SreEnvironment(Environment):
         self.injected_at: float | None = None
         self.observable_at: float | None = None
         self._timers: list[threading.Timer] = []
+        self.trigger_until = 0.0
 
     # --- lifecycle ---------------------------------------------------------------------------
     def setup(self) -> None:
@@ -74,9 +75,19 @@ class SreEnvironment(Environment):
         """Play the noise and fault change sets."""
         for noise in self.spec.noise:
             self._noise(noise)
+        self.trigger_until = 0.0
         for f in self.spec.faults:
             mech = faults.get(f.mechanism)
-            self.shop.apply(mech.inject(self.shop, f.target, f.merged_params()))
+            params = f.merged_params()
+            self.shop.apply(mech.inject(self.shop, f.target, params))
+            if mech.trigger is not None:
+                self.shop.apply(mech.trigger(self.shop, f.target, params))
+                seconds = float(params.get("trigger_seconds", 5))
+                self.trigger_until = max(self.trigger_until, time.time() + seconds)
+                timer = threading.Timer(seconds, self._clear_blip)
+                timer.daemon = True
+                timer.start()
+                self._timers.append(timer)
         self.injected_at = time.time()
 
     def _noise(self, noise: NoiseSpec) -> None:
@@ -140,6 +151,10 @@ class SreEnvironment(Environment):
                 time.sleep(0.25)
                 continue
             if wanted:
+                # A fault with a transient trigger is observable only once it outlived it.
+                if time.time() < self.trigger_until + 2:
+                    time.sleep(0.25)
+                    continue
                 if all(any(self._matches(e, last) for e in exp) for exp in wanted):
                     self.observable_at = time.time()
                     return

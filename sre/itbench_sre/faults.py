@@ -71,6 +71,8 @@ class Mechanism:
         alerts: Alerts expected while the fault is active.
         fix: Reference fix as tool calls, or ``None`` when no tool can mitigate the fault.
         defaults: Default parameters.
+        trigger: A transient change played after ``inject`` and taken back (links cleared)
+            after ``params["trigger_seconds"]``; the fault must outlive it.
     """
 
     name: str
@@ -83,6 +85,7 @@ class Mechanism:
     fix: Callable[[str, dict[str, Any]], Fix] | None
     defaults: dict[str, Any] = field(default_factory=dict)
     aliases: Callable[[str], list[str]] = lambda target: []
+    trigger: Callable[[EmbeddedShop, str, dict[str, Any]], ChangeSet] | None = None
 
     @property
     def mitigable(self) -> bool:
@@ -523,6 +526,52 @@ _register(
         _same,
         lambda t: [Expectation("UpstreamErrors", "checkout")],
         _rollback,
+    )
+)
+
+
+def _storm_clients(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    client = _config(shop, target)
+    client["timeouts"]["catalog"] = params["timeout"]
+    client["retries"]["catalog"] = params["retries"]
+    server = _config(shop, "catalog")
+    server["max_concurrency"] = params["catalog_workers"]
+    server["work_ms"] = params["catalog_work_ms"]
+    first = _deploy(shop, target, client)
+    second = _deploy(shop, "catalog", server)
+    return ChangeSet(files=first.files + second.files, signals=first.signals + second.signals)
+
+
+def _storm_recover(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    first = _restore(shop, target, params)
+    second = _restore(shop, "catalog", params)
+    return ChangeSet(
+        files=first.files + second.files, signals=first.signals + second.signals, links={}
+    )
+
+
+_register(
+    Mechanism(
+        "retry_storm",
+        "retry_storm",
+        ("frontend",),
+        _storm_clients,
+        _storm_recover,
+        _same,
+        lambda t: [Expectation("UpstreamErrors", t)],
+        lambda t, p: [("rollback", {"service": t}), ("rollback", {"service": "catalog"})],
+        defaults={
+            "timeout": 0.3,
+            "retries": 4,
+            "catalog_workers": 2,
+            "catalog_work_ms": 100,
+            "trigger_delay_ms": 500,
+            "trigger_seconds": 6,
+        },
+        aliases=lambda t: [],
+        trigger=lambda shop, t, p: ChangeSet(
+            links={f"{t}->catalog": {"delay_ms": p["trigger_delay_ms"]}}
+        ),
     )
 )
 

@@ -1,5 +1,7 @@
-"""The agent's tools on a shop: observe (topology, alerts, metrics, logs, traces, processes,
-configs) and act (restart, stop, start, scale, rollback, edit config, undo).
+"""The agent's tools on a shop: observe and act, with an action journal.
+
+Observation: topology, alerts, metrics, logs, traces, processes, configs. Actions: restart,
+stop, start, scale, rollback, edit config, undo.
 
 Every action is journaled with the state before and after it and an undo record; ``undo``
 reverts the most recent action that has not been undone yet.
@@ -363,8 +365,10 @@ class ShopTools:
         set: dict[str, Any] | None = None,  # noqa: A002 - the natural name for agents
         content: str | None = None,
     ) -> dict[str, Any]:
-        """Change an entity's configuration: ``set`` dotted keys to values (JSON configs), or
-        replace the whole ``content``. Takes effect when the entity is restarted.
+        """Change an entity's configuration; it takes effect when the entity is restarted.
+
+        ``set`` maps dotted keys to new values (JSON configurations); ``content`` replaces the
+        whole file.
         """
         name = self._entity(entity)
         if (set is None) == (content is None):

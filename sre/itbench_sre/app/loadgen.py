@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     args = argv if argv is not None else sys.argv[1:]
     cfg = json.loads(Path(args[0]).read_text())
     start_http_server(int(cfg["port"]), addr="127.0.0.1")
-    out = Path(cfg["outcomes"]).open("a", encoding="utf-8", buffering=1)
+    out = Path(cfg["outcomes"]).open("a", encoding="utf-8", buffering=1)  # noqa: SIM115 - open for the life of the process
     lock = threading.Lock()
     rr = itertools.count()
     threads = [

@@ -9,6 +9,7 @@ environment's operator, not to the shop.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import random
@@ -109,10 +110,8 @@ def _pump(edge: str, client: socket.socket, upstream: socket.socket) -> None:
         return
     finally:
         for s in socks:
-            try:
+            with contextlib.suppress(OSError):
                 s.close()
-            except OSError:
-                pass
 
 
 def _listen(edge: str, port: int, targets: list[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -101,10 +102,8 @@ class PgPool:
             raise
         except Exception as exc:
             if conn is not None:
-                try:
+                with contextlib.suppress(Exception):
                     conn.close()
-                except Exception:  # noqa: BLE001 - a broken connection is dropped either way
-                    pass
             raise HttpError(500, f"database error: {type(exc).__name__}: {exc}") from exc
         finally:
             self.used -= 1
@@ -112,11 +111,13 @@ class PgPool:
             self.sem.release()
 
 
-def _affinity(pid: int) -> float:
-    """A deliberately expensive per-product score."""
-    x = Decimal(pid)
-    for _ in range(4000):
-        x = (x * Decimal("1.0000001")).quantize(Decimal("0.000001"))
+def _burn(seconds: float) -> float:
+    """Spend ``seconds`` of this thread's CPU time on decimal arithmetic."""
+    x = Decimal(1)
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        for _ in range(200):
+            x = (x * Decimal("1.0000001")).quantize(Decimal("0.000001"))
     return float(x)
 
 
@@ -173,6 +174,7 @@ class Shop:
 
     # --- frontend -------------------------------------------------------------------
     def r_frontend(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        """Entry point: home page, product pages, cart additions and checkout."""
         rt = self.rt
         if path == "/" and method == "GET":
             products = rt.call("catalog", "GET", "/products")
@@ -189,6 +191,7 @@ class Shop:
 
     # --- catalog --------------------------------------------------------------------
     def r_catalog(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        """Products from PostgreSQL."""
         assert self.pg is not None
         slow = self.release >= "1.8.0"
         if path == "/products":
@@ -217,15 +220,18 @@ class Shop:
 
     # --- recommendation -------------------------------------------------------------
     def r_recommendation(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        """A few product ids, from the catalog."""
         products = self.rt.call("catalog", "GET", "/products").get("products", [])
         ids = [p["id"] for p in products]
         random.shuffle(ids)
         if self.flags.get("personalized"):
-            ids.sort(key=_affinity)
+            _burn(0.3)
+            ids.sort()
         return {"ids": ids[:3]}
 
     # --- cart -----------------------------------------------------------------------
     def r_cart(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        """Per-user carts in Redis."""
         assert self.redis is not None
         user = path.rsplit("/", 1)[1]
         key = f"cart:{user}"
@@ -247,6 +253,7 @@ class Shop:
 
     # --- checkout -------------------------------------------------------------------
     def r_checkout(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        """Places an order: cart, currency, payment, shipping, database, queue."""
         assert self.pg is not None and self.redis is not None
         rt = self.rt
         user = body.get("user", "anon")
@@ -270,6 +277,7 @@ class Shop:
 
     # --- payment --------------------------------------------------------------------
     def r_payment(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        """Charges an amount."""
         amount = Decimal(str(body.get("amount", 0)))
         if self.release >= "2.4.0":
             cents = int(amount) % 100
@@ -280,22 +288,23 @@ class Shop:
 
     # --- shipping -------------------------------------------------------------------
     def r_shipping(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        """Quotes a shipping cost."""
         items = int(q.get("items", "1"))
         conv = self.rt.call("currency", "GET", f"/convert?amount={500 + 50 * items}&to=EUR")
         return {"cost": conv["amount"]}
 
     # --- currency -------------------------------------------------------------------
     def r_currency(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        """Converts an amount."""
         amount = float(q.get("amount", "0"))
         rate = {"EUR": 0.92, "USD": 1.0, "GBP": 0.79}.get(q.get("to", "USD"), 1.0)
         if self.flags.get("precise_rounding"):
-            x = Decimal(amount)
-            for _ in range(60000):
-                x = (x * Decimal("1.0000001")).quantize(Decimal("0.000001"))
+            _burn(0.2)
         return {"amount": int(amount * rate)}
 
     # --- notification (HTTP side) -----------------------------------------------------
     def r_notification(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
+        """Queue status (the consumer runs in the background)."""
         return {"queued": QUEUE_DEPTH._value.get()}
 
     def consume(self) -> None:
@@ -373,10 +382,8 @@ def _handler(rt: Runtime, shop: Shop) -> type[BaseHTTPRequestHandler]:
                 fields["error"] = answer.get("error")
             rt.log(level, "request", **fields)
             rt.record_span(f"{method} {route}", "server", trace_id, span_id, parent, start, status)
-            try:
+            with contextlib.suppress(OSError):
                 self._answer(status, answer)
-            except OSError:
-                pass
 
         def _answer(self, status: int, answer: Any) -> None:
             data = json.dumps(answer).encode()

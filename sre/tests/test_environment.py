@@ -1,0 +1,88 @@
+"""Live shops: two side by side, tools and journal, inject and recover, clean teardown."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+
+from itbench_sre import faults, topology
+from itbench_sre.domain import SreDomain
+from itbench_sre.environment import SreEnvironment
+
+from itbench.process import port_open
+from itbench.registry import Catalog
+from itbench.tools import Toolbox
+
+from .conftest import live, processes_under
+
+
+def _wait(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def test_two_shops_side_by_side_tools_and_clean_teardown(
+    domain: SreDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    spec = catalog.scenarios["sre/control-quiet"]
+    # Servers die with the thread that started them: the pool outlives the environments.
+    pool = ThreadPoolExecutor(2)
+    with pool, ExitStack() as stack:
+        envs: list[SreEnvironment] = [
+            stack.enter_context(live(domain, spec, tmp_path / name))
+            for name in ("a", "b")  # type: ignore[arg-type]
+        ]
+        list(pool.map(lambda e: e.setup(), envs))
+        list(pool.map(lambda e: e.wait_observable(60), envs))
+        a, b = envs
+        assert a.shop.port_base != b.shop.port_base
+        roots = [e.shop.root for e in envs]
+        ports = [p for e in envs for p in range(e.shop.port_base, e.shop.port_base + 100)]
+        assert sum(port_open(p) for p in ports) >= 2 * 20
+
+        box = Toolbox.of(a.tools())
+        # Metrics and alert rules are live in each shop's own Prometheus.
+        up = box.call("query", promql="up")
+        assert len(up) == sum(s.replicas for s in topology.SERVICES) + 2
+        assert all(float(s["value"]) == 1 for s in up)
+        rules = a.shop.prom("/api/v1/rules", {})["groups"][0]["rules"]
+        assert {r["name"] for r in rules} >= {"HighErrorRate", "InstanceDown", "QueueBacklog"}
+        assert box.call("alerts") == []
+        assert box.call("logs", service="frontend-service", limit=5)
+        assert box.call("traces", service="checkout", limit=2)
+        assert len(box.call("query_range", promql="sum(rate(http_requests_total[3s]))")) == 1
+        cfg = box.call("read_config", entity="cart")
+        assert json.loads(cfg["content"])["release"] == topology.BY_NAME["cart"].releases[0]
+        assert {p["name"] for p in box.call("processes")} >= {"redis", "postgres", "loadgen"}
+
+        # Actions are journaled and undone in reverse order.
+        box.call("scale", service="cart", replicas=3)
+        assert a.shop.replicas("cart") == 3
+        box.call("edit_config", entity="cart", set={"pool_size": 6})
+        assert json.loads(a.shop.read_config("cart"))["pool_size"] == 6
+        box.call("undo")
+        assert json.loads(a.shop.read_config("cart"))["pool_size"] == 4
+        box.call("undo")
+        assert a.shop.replicas("cart") == 2
+        entries = a.journal.entries
+        assert [e["tool"] for e in entries] == ["scale", "edit_config", "undo", "undo"]
+        assert entries[0]["before"] == {"replicas": 2} and entries[0]["after"] == {"replicas": 3}
+
+        # A fault played by its inject playbook shows, and its recover playbook clears it.
+        mech = faults.get("redis_down")
+        b.shop.apply(mech.inject(b.shop, "redis", {}))
+        assert _wait(lambda: any(x.get("alertname") == "HighErrorRate" for x in b.firing()), 30)
+        b.shop.apply(mech.recover(b.shop, "redis", {}))
+        assert _wait(lambda: not b.firing(), 30), b.firing()
+    # Teardown: nothing of either shop runs, no port of either block is bound.
+    time.sleep(0.5)
+    for root in roots:
+        assert processes_under(root) == []
+    assert [p for p in ports if port_open(p)] == []
