@@ -252,18 +252,21 @@ class _Agent:
     def anomaly(self) -> FinOpsSubmission:
         rows = self.toolbox.call(
             "billing_query",
-            group_by=["SubAccountId", "ServiceName", "ResourceId", "SkuId"],
+            group_by=["SubAccountId", "ServiceName", "ResourceId", "ResourceType", "SkuId"],
             granularity="daily",
             limit=1000,
         )
         days = sorted({r["period"] for r in rows})
         recent, before = set(days[-7:]), set(days[-14:-7])
         delta: dict[tuple[str, str, str], float] = {}
+        types: dict[str, str] = {}
         skus_recent: dict[str, set[str]] = {}
         skus_before: dict[str, set[str]] = {}
         cost_before: dict[str, float] = {}
         for r in rows:
             key = (r["SubAccountId"], r["ServiceName"], r["ResourceId"])
+            # A resource's first line names its main type (an instance before its storage).
+            types.setdefault(r["ResourceId"], r["ResourceType"])
             if r["period"] in recent:
                 delta[key] = delta.get(key, 0.0) + r["cost"]
                 skus_recent.setdefault(r["ResourceId"], set()).add(r["SkuId"])
@@ -280,7 +283,13 @@ class _Agent:
             cause = "type_change"
         else:
             cause = "usage_spike"
-        return FinOpsSubmission(account_id=account, service=service, resource_id=rid, cause=cause)
+        return FinOpsSubmission(
+            account_id=account,
+            service=service,
+            resource_id=rid,
+            resource_type=types.get(rid),
+            cause=cause,
+        )
 
     def allocation(self) -> FinOpsSubmission:
         rules = re.findall(r"`([a-z0-9-]+)`[^`]*?team `([a-z0-9-]+)`", self.task.goal)

@@ -102,12 +102,15 @@ def solve(spec: FinOpsSpec, task: TaskView, toolbox: Toolbox) -> FinOpsSubmissio
 
 
 def _anomaly(spec: FinOpsSpec, toolbox: Toolbox) -> FinOpsSubmission:
+    from itbench_finops.scoring import RESOURCE_TYPES
+
     t = spec.truth
     r = spec.resource(t.resource or "")
     return FinOpsSubmission(
         account_id=t.account or MANAGEMENT_ACCOUNT,
         service=load_prices().service_name(t.service or ""),
         resource_id=resource_id(toolbox, r),
+        resource_type=RESOURCE_TYPES[r.kind],
         cause=t.cause,
     )
 

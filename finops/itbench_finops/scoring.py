@@ -23,6 +23,26 @@ from itbench_finops.state import Item
 
 #: Tag that names a resource's owner in the cost-allocation family.
 OWNER_TAG = "team"
+#: The billing export's ResourceType of each kind of scenario resource.
+RESOURCE_TYPES = {
+    "instance": "Instance",
+    "volume": "Volume",
+    "snapshot": "Snapshot",
+    "address": "ElasticIP",
+    "load_balancer": "LoadBalancer",
+    "database": "DBInstance",
+    "bucket": "Bucket",
+}
+#: Other spellings accepted for a ResourceType (normalized: lower case, letters and digits).
+TYPE_ALIASES = {
+    "Instance": ("ec2instance",),
+    "Volume": ("ebsvolume",),
+    "Snapshot": ("ebssnapshot",),
+    "ElasticIP": ("eip", "address"),
+    "LoadBalancer": ("elb", "alb"),
+    "DBInstance": ("database", "rdsinstance"),
+    "Bucket": ("s3bucket",),
+}
 #: Largest relative error of an allocated amount that still counts as right.
 ALLOCATION_TOLERANCE = 0.01
 
@@ -199,11 +219,15 @@ def _anomaly(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool
     truth, sub = t.spec.truth, t.submission
     want_account = truth.account or MANAGEMENT_ACCOUNT
     want_id = t.ids.get(truth.resource or "", "")
+    want_type = (
+        RESOURCE_TYPES.get(t.spec.resource(truth.resource).kind, "") if truth.resource else ""
+    )
     got_service = t.prices.service_key(sub.service) if sub and sub.service else None
     checks = {
         "diagnosis_account": bool(sub and sub.account_id == want_account),
         "diagnosis_service": got_service == truth.service,
         "diagnosis_resource": bool(sub and sub.resource_id == want_id),
+        "diagnosis_resource_type": _same_type(sub.resource_type if sub else None, want_type),
         "diagnosis_cause": bool(sub and (sub.cause or "").strip().lower() == truth.cause),
     }
     metrics.update(checks)
@@ -212,9 +236,19 @@ def _anomaly(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool
         "account": want_account,
         "service": truth.service,
         "resource": want_id,
+        "resource_type": want_type,
         "cause": truth.cause,
     }
     return all(checks.values())
+
+
+def _same_type(got: str | None, want: str) -> bool:
+    """Whether ``got`` names resource type ``want`` (case, spaces and underscores aside)."""
+
+    def norm(text: str) -> str:
+        return "".join(ch for ch in text.lower() if ch.isalnum())
+
+    return bool(got) and bool(want) and norm(got or "") in {norm(want), *TYPE_ALIASES.get(want, ())}
 
 
 def _idle(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:

@@ -317,6 +317,10 @@ class FinOpsSubmission(Submission):
     account_id: str | None = Field(default=None, description="Root-cause account id.")
     service: str | None = Field(default=None, description="Root-cause service (Cost Explorer).")
     resource_id: str | None = Field(default=None, description="Root-cause resource id.")
+    resource_type: str | None = Field(
+        default=None,
+        description="Root-cause resource type, as the billing export's ResourceType names it.",
+    )
     cause: str | None = Field(
         default=None,
         description=(

@@ -134,10 +134,17 @@ def test_anomaly_diagnosis_needs_account_service_resource_and_cause(catalog: Cat
     spec = _spec(catalog, "finops/anomaly-type-change")
     ids = {"feature-store": "i-0fs"}
     good = FinOpsSubmission(
-        account_id="210987654321", service="EC2", resource_id="i-0fs", cause="type_change"
+        account_id="210987654321",
+        service="EC2",
+        resource_id="i-0fs",
+        resource_type="instance",
+        cause="type_change",
     )
     result = evaluate(_trial(spec, ids, {}, {}, good))
     assert result.passed and result.metrics["diagnosis"] is True
+    wrong_type = good.model_copy(update={"resource_type": "Volume"})
+    result = evaluate(_trial(spec, ids, {}, {}, wrong_type))
+    assert not result.passed and result.metrics["diagnosis_resource_type"] is False
     wrong_cause = good.model_copy(update={"cause": "usage_spike"})
     result = evaluate(_trial(spec, ids, {}, {}, wrong_cause))
     assert not result.passed
