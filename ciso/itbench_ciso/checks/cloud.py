@@ -1,3 +1,694 @@
-"""Placeholder."""
+"""Cloud account posture checks (CIS AWS Foundations style) on a moto-served AWS account.
 
-CHECKS: list = []
+An account is described by a plan (buckets, security groups, volumes, users, trails, keys,
+password policy) that :func:`seed` creates through the AWS API. Every check has a predicate
+on the plan (ground truth), mutations that make a clean account violate, near misses, the
+evidence sections its reference collector gathers and reference Rego over that evidence.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from itbench_ciso.checks import Check, Variant
+
+Plan = dict[str, Any]
+Mutation = Callable[[Plan], None]
+
+PUBLIC_ACLS = ("public-read", "public-read-write", "authenticated-read")
+
+
+def _bucket(name: str, **kw: Any) -> dict[str, Any]:
+    base = {
+        "name": name,
+        "acl": "private",
+        "block_public": {
+            "BlockPublicAcls": True,
+            "IgnorePublicAcls": True,
+            "BlockPublicPolicy": True,
+            "RestrictPublicBuckets": True,
+        },
+        "encryption": "aws:kms",
+        "versioning": "Enabled",
+    }
+    base.update(kw)
+    return base
+
+
+def clean_account() -> Plan:
+    """An account plan that satisfies every check of the library."""
+    return {
+        "buckets": [_bucket("app-assets"), _bucket("audit-logs"), _bucket("trail-logs")],
+        "security_groups": [
+            {
+                "name": "web-frontend",
+                "rules": [
+                    {"proto": "tcp", "from": 443, "to": 443, "cidr": "0.0.0.0/0"},
+                    {"proto": "tcp", "from": 80, "to": 80, "cidr": "0.0.0.0/0"},
+                ],
+            },
+            {
+                "name": "bastion",
+                "rules": [{"proto": "tcp", "from": 22, "to": 22, "cidr": "10.20.0.0/16"}],
+            },
+            {
+                "name": "database",
+                "rules": [{"proto": "tcp", "from": 5432, "to": 5432, "cidr": "10.20.0.0/16"}],
+            },
+        ],
+        "volumes": [{"size": 20, "encrypted": True}, {"size": 100, "encrypted": True}],
+        "ebs_default_encryption": True,
+        "users": [
+            {"name": "alice", "console": True, "mfa": True, "keys": ["Active"]},
+            {"name": "bob", "console": True, "mfa": True, "keys": []},
+            {"name": "ci-deployer", "console": False, "mfa": False, "keys": ["Active"]},
+        ],
+        "password_policy": {"MinimumPasswordLength": 14, "RequireSymbols": True},
+        "trails": [{"name": "org-trail", "multi_region": True, "logging": True}],
+    }
+
+
+# --- seeding ---------------------------------------------------------------------------------
+
+
+def seed(clients: Callable[[str], Any], plan: Plan, suffix: str) -> None:
+    """Create ``plan`` in the account the ``clients`` factory talks to.
+
+    Args:
+        clients: Service name -> boto3 client of the account.
+        plan: The account plan.
+        suffix: Appended to bucket names (bucket names are global).
+    """
+    s3 = clients("s3")
+    for b in plan["buckets"]:
+        name = f"{b['name']}-{suffix}"
+        s3.create_bucket(Bucket=name)
+        if b["acl"] != "private":
+            s3.put_bucket_acl(Bucket=name, ACL=b["acl"])
+        if b["block_public"] is not None:
+            s3.put_public_access_block(
+                Bucket=name, PublicAccessBlockConfiguration=b["block_public"]
+            )
+        if b["encryption"] is not None:
+            rule: dict[str, Any] = {"SSEAlgorithm": b["encryption"]}
+            if b["encryption"] == "aws:kms" and b.get("kms_key"):
+                rule["KMSMasterKeyID"] = b["kms_key"]
+            s3.put_bucket_encryption(
+                Bucket=name,
+                ServerSideEncryptionConfiguration={
+                    "Rules": [{"ApplyServerSideEncryptionByDefault": rule}]
+                },
+            )
+        if b["versioning"] is not None:
+            s3.put_bucket_versioning(
+                Bucket=name, VersioningConfiguration={"Status": b["versioning"]}
+            )
+    ec2 = clients("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
+    for sg in plan["security_groups"]:
+        gid = ec2.create_security_group(
+            GroupName=sg["name"], Description=f"{sg['name']} tier", VpcId=vpc
+        )["GroupId"]
+        perms = []
+        for r in sg["rules"]:
+            perm: dict[str, Any] = {"IpProtocol": r["proto"]}
+            if r["proto"] != "-1":
+                perm.update(FromPort=r["from"], ToPort=r["to"])
+            if ":" in r["cidr"]:
+                perm["Ipv6Ranges"] = [{"CidrIpv6": r["cidr"]}]
+            else:
+                perm["IpRanges"] = [{"CidrIp": r["cidr"]}]
+            perms.append(perm)
+        if perms:
+            ec2.authorize_security_group_ingress(GroupId=gid, IpPermissions=perms)
+    for v in plan["volumes"]:
+        ec2.create_volume(AvailabilityZone="us-east-1a", Size=v["size"], Encrypted=v["encrypted"])
+    if plan["ebs_default_encryption"]:
+        ec2.enable_ebs_encryption_by_default()
+    iam = clients("iam")
+    for u in plan["users"]:
+        iam.create_user(UserName=u["name"])
+        if u["console"]:
+            iam.create_login_profile(UserName=u["name"], Password="Corr3ct-Horse-Battery!")
+        if u["mfa"]:
+            serial = iam.create_virtual_mfa_device(VirtualMFADeviceName=u["name"])[
+                "VirtualMFADevice"
+            ]["SerialNumber"]
+            iam.enable_mfa_device(
+                UserName=u["name"],
+                SerialNumber=serial,
+                AuthenticationCode1="123456",
+                AuthenticationCode2="654321",
+            )
+        for status in u["keys"]:
+            key = iam.create_access_key(UserName=u["name"])["AccessKey"]["AccessKeyId"]
+            if status != "Active":
+                iam.update_access_key(UserName=u["name"], AccessKeyId=key, Status=status)
+    if plan["password_policy"] is not None:
+        iam.update_account_password_policy(**plan["password_policy"])
+    trail_bucket = f"trail-logs-{suffix}"
+    ct = clients("cloudtrail")
+    for t in plan["trails"]:
+        ct.create_trail(
+            Name=t["name"], S3BucketName=trail_bucket, IsMultiRegionTrail=t["multi_region"]
+        )
+        if t["logging"]:
+            ct.start_logging(Name=t["name"])
+
+
+# --- reference collector -----------------------------------------------------------------------
+
+_COLLECT: dict[str, str] = {
+    "buckets": """
+def collect_buckets():
+    s3 = boto3.client("s3")
+    out = []
+    for b in s3.list_buckets()["Buckets"]:
+        name = b["Name"]
+        entry = {"name": name}
+        grants = s3.get_bucket_acl(Bucket=name)["Grants"]
+        entry["grants"] = [
+            {"uri": g["Grantee"].get("URI"), "permission": g["Permission"]} for g in grants
+        ]
+        try:
+            entry["public_access_block"] = s3.get_public_access_block(Bucket=name)[
+                "PublicAccessBlockConfiguration"
+            ]
+        except ClientError:
+            entry["public_access_block"] = None
+        try:
+            rules = s3.get_bucket_encryption(Bucket=name)["ServerSideEncryptionConfiguration"]["Rules"]
+            entry["sse"] = [r["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] for r in rules]
+        except ClientError:
+            entry["sse"] = []
+        entry["versioning"] = s3.get_bucket_versioning(Bucket=name).get("Status")
+        out.append(entry)
+    return out
+""",
+    "security_groups": """
+def collect_security_groups():
+    ec2 = boto3.client("ec2")
+    out = []
+    for sg in ec2.describe_security_groups()["SecurityGroups"]:
+        rules = []
+        for p in sg.get("IpPermissions", []):
+            rules.append({
+                "protocol": p["IpProtocol"],
+                "from_port": p.get("FromPort"),
+                "to_port": p.get("ToPort"),
+                "cidrs": [r["CidrIp"] for r in p.get("IpRanges", [])]
+                + [r["CidrIpv6"] for r in p.get("Ipv6Ranges", [])],
+            })
+        out.append({"id": sg["GroupId"], "name": sg["GroupName"], "ingress": rules})
+    return out
+""",
+    "volumes": """
+def collect_volumes():
+    ec2 = boto3.client("ec2")
+    return [{"id": v["VolumeId"], "encrypted": v["Encrypted"]}
+            for v in ec2.describe_volumes()["Volumes"]]
+""",
+    "ebs_default": """
+def collect_ebs_default():
+    return boto3.client("ec2").get_ebs_encryption_by_default()["EbsEncryptionByDefault"]
+""",
+    "users": """
+def collect_users():
+    iam = boto3.client("iam")
+    out = []
+    for u in iam.list_users()["Users"]:
+        name = u["UserName"]
+        try:
+            iam.get_login_profile(UserName=name)
+            console = True
+        except ClientError:
+            console = False
+        out.append({
+            "name": name,
+            "console": console,
+            "mfa_devices": len(iam.list_mfa_devices(UserName=name)["MFADevices"]),
+            "access_keys": [k["Status"] for k in iam.list_access_keys(UserName=name)["AccessKeyMetadata"]],
+        })
+    return out
+""",
+    "password_policy": """
+def collect_password_policy():
+    try:
+        return boto3.client("iam").get_account_password_policy()["PasswordPolicy"]
+    except ClientError:
+        return None
+""",
+    "trails": """
+def collect_trails():
+    ct = boto3.client("cloudtrail")
+    out = []
+    for t in ct.describe_trails()["trailList"]:
+        status = ct.get_trail_status(Name=t["TrailARN"])
+        out.append({"name": t["Name"], "multi_region": t.get("IsMultiRegionTrail", False),
+                    "logging": status.get("IsLogging", False)})
+    return out
+""",
+}
+
+
+def collector_for(sections: tuple[str, ...]) -> str:
+    """A Python evidence collector for ``sections`` (reads the endpoint from the environment)."""
+    funcs = "".join(_COLLECT[s] for s in sections)
+    calls = ",\n".join(f'        "{s}": collect_{s}()' for s in sections)
+    return (
+        '"""Collect account evidence with boto3; the endpoint comes from AWS_ENDPOINT_URL."""\n\n'
+        "import json\n\nimport boto3\nfrom botocore.exceptions import ClientError\n"
+        f"{funcs}\n\n"
+        'if __name__ == "__main__":\n'
+        f"    print(json.dumps({{\n{calls},\n    }}))\n"
+    )
+
+
+# --- checks --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CloudCheck(Check):
+    """An account check.
+
+    Attributes:
+        violates: Ground-truth predicate on a plan.
+        bad: Mutations that make a clean plan violate.
+        near: Mutations that comply but look close.
+        sections: Evidence sections the reference collector gathers.
+    """
+
+    family: ClassVar[str] = "cloud"
+    violates: Callable[[Plan], bool] = field(default=lambda plan: False)
+    bad: dict[str, Mutation] = field(default_factory=dict)
+    near: dict[str, Mutation] = field(default_factory=dict)
+    sections: tuple[str, ...] = ()
+
+    def collector(self) -> str:
+        """The reference collector."""
+        return collector_for(self.sections)
+
+
+def _set_bucket(i: int, **kw: Any) -> Mutation:
+    def mutate(plan: Plan) -> None:
+        plan["buckets"][i].update(kw)
+
+    return mutate
+
+
+def _add_bucket(name: str, **kw: Any) -> Mutation:
+    def mutate(plan: Plan) -> None:
+        plan["buckets"].append(_bucket(name, **kw))
+
+    return mutate
+
+
+def _rule(proto: str, lo: int, hi: int, cidr: str, group: int = 0) -> Mutation:
+    def mutate(plan: Plan) -> None:
+        plan["security_groups"][group]["rules"].append(
+            {"proto": proto, "from": lo, "to": hi, "cidr": cidr}
+        )
+
+    return mutate
+
+
+def _set(key: str, value: Any) -> Mutation:
+    def mutate(plan: Plan) -> None:
+        plan[key] = copy.deepcopy(value)
+
+    return mutate
+
+
+def _append(key: str, value: Any) -> Mutation:
+    def mutate(plan: Plan) -> None:
+        plan[key].append(copy.deepcopy(value))
+
+    return mutate
+
+
+def _edit(key: str, i: int, **kw: Any) -> Mutation:
+    def mutate(plan: Plan) -> None:
+        plan[key][i].update(kw)
+
+    return mutate
+
+
+def _open(port: int) -> Callable[[Plan], bool]:
+    def pred(plan: Plan) -> bool:
+        for sg in plan["security_groups"]:
+            for r in sg["rules"]:
+                if r["cidr"] not in ("0.0.0.0/0", "::/0"):
+                    continue
+                if r["proto"] == "-1" or (r["proto"] == "tcp" and r["from"] <= port <= r["to"]):
+                    return True
+        return False
+
+    return pred
+
+
+def _port_rego(port: int) -> str:
+    return f"""violations contains sg.id if {{
+	some sg in input.security_groups
+	some rule in sg.ingress
+	some cidr in rule.cidrs
+	cidr in {{"0.0.0.0/0", "::/0"}}
+	covers(rule, {port})
+}}
+
+covers(rule, port) if rule.protocol == "-1"
+
+covers(rule, port) if {{
+	rule.protocol in {{"tcp", "6"}}
+	rule.from_port <= port
+	port <= rule.to_port
+}}"""
+
+
+def _port_check(cid: str, port: int, service: str) -> CloudCheck:
+    return CloudCheck(
+        id=cid,
+        title=f"No security group open to the world on port {port}",
+        requirement=(
+            f"No security group may allow ingress from 0.0.0.0/0 or ::/0 to the {service} port "
+            f"{port}: no inbound rule from those ranges whose protocol is `-1` (all traffic) or "
+            f"TCP with a port range that includes {port}."
+        ),
+        rego=_port_rego(port),
+        violates=_open(port),
+        sections=("security_groups",),
+        bad={
+            f"{port} from anywhere": _rule("tcp", port, port, "0.0.0.0/0", 1),
+            "wide port range from anywhere": _rule("tcp", 0, 65535, "0.0.0.0/0", 2),
+            "all traffic from anywhere": _rule("-1", 0, 0, "0.0.0.0/0", 2),
+            f"{port} from anywhere over IPv6": _rule("tcp", port, port, "::/0", 0),
+        },
+        near={
+            f"{port} from the VPC only": _rule("tcp", port, port, "10.0.0.0/8", 2),
+            f"{port + 1} from anywhere": _rule("tcp", port + 1, port + 1, "0.0.0.0/0", 0),
+            "range ending just below": _rule("tcp", port - 10, port - 1, "0.0.0.0/0", 0),
+            f"udp {port} from anywhere": _rule("udp", port, port, "0.0.0.0/0", 0),
+        },
+    )
+
+
+def _trail_ok(plan: Plan) -> bool:
+    return any(t["multi_region"] and t["logging"] for t in plan["trails"])
+
+
+CHECKS: list[CloudCheck] = [
+    CloudCheck(
+        id="cloud-s3-public-acl",
+        title="No S3 bucket readable or writable by everyone through its ACL",
+        requirement=(
+            "No S3 bucket ACL may grant any permission to the AllUsers or AuthenticatedUsers "
+            "groups (grantee URIs http://acs.amazonaws.com/groups/global/AllUsers and "
+            ".../AuthenticatedUsers)."
+        ),
+        rego="""violations contains b.name if {
+	some b in input.buckets
+	some g in b.grants
+	g.uri in {
+		"http://acs.amazonaws.com/groups/global/AllUsers",
+		"http://acs.amazonaws.com/groups/global/AuthenticatedUsers",
+	}
+}""",
+        violates=lambda p: any(b["acl"] in PUBLIC_ACLS for b in p["buckets"]),
+        sections=("buckets",),
+        bad={
+            "public-read bucket": _set_bucket(0, acl="public-read"),
+            "authenticated-read bucket": _set_bucket(1, acl="authenticated-read"),
+            "new public-read-write bucket": _add_bucket("upload-drop", acl="public-read-write"),
+        },
+        near={
+            "log-delivery-write ACL": _set_bucket(1, acl="log-delivery-write"),
+            "no public access block, private ACL": _set_bucket(0, block_public=None),
+        },
+    ),
+    CloudCheck(
+        id="cloud-s3-public-access-block",
+        title="S3 public access block on every bucket",
+        requirement=(
+            "Every S3 bucket must have a public access block configuration with all four "
+            "settings (BlockPublicAcls, IgnorePublicAcls, BlockPublicPolicy, "
+            "RestrictPublicBuckets) set to true."
+        ),
+        rego="""violations contains b.name if {
+	some b in input.buckets
+	not fully_blocked(b)
+}
+
+fully_blocked(b) if {
+	c := b.public_access_block
+	c.BlockPublicAcls == true
+	c.IgnorePublicAcls == true
+	c.BlockPublicPolicy == true
+	c.RestrictPublicBuckets == true
+}""",
+        violates=lambda p: any(
+            b["block_public"] is None or not all(b["block_public"].values()) for b in p["buckets"]
+        ),
+        sections=("buckets",),
+        bad={
+            "no configuration": _set_bucket(1, block_public=None),
+            "policy not blocked": _set_bucket(
+                0,
+                block_public={
+                    "BlockPublicAcls": True,
+                    "IgnorePublicAcls": True,
+                    "BlockPublicPolicy": False,
+                    "RestrictPublicBuckets": True,
+                },
+            ),
+            "new bucket without configuration": _add_bucket("exports", block_public=None),
+        },
+        near={
+            "public-read ACL but fully blocked": _set_bucket(0, acl="public-read"),
+            "unencrypted but fully blocked": _set_bucket(2, encryption=None),
+        },
+    ),
+    CloudCheck(
+        id="cloud-s3-encryption-kms",
+        title="S3 default encryption with KMS",
+        requirement=(
+            "Every S3 bucket must have default encryption with SSE-KMS: its default encryption "
+            "rule's SSEAlgorithm must be aws:kms (AES256 is not enough; no rule violates)."
+        ),
+        rego="""violations contains b.name if {
+	some b in input.buckets
+	not "aws:kms" in b.sse
+}""",
+        violates=lambda p: any(b["encryption"] != "aws:kms" for b in p["buckets"]),
+        sections=("buckets",),
+        bad={
+            "AES256": _set_bucket(0, encryption="AES256"),
+            "no default encryption": _set_bucket(1, encryption=None),
+        },
+        near={
+            "aws:kms with a named key": _set_bucket(
+                2, kms_key="arn:aws:kms:us-east-1:000000000000:key/app"
+            ),
+            "versioning suspended": _set_bucket(0, versioning="Suspended"),
+        },
+    ),
+    CloudCheck(
+        id="cloud-s3-versioning",
+        title="S3 versioning enabled",
+        requirement="Every S3 bucket must have versioning Enabled (Suspended or never enabled violates).",
+        rego="""violations contains b.name if {
+	some b in input.buckets
+	b.versioning != "Enabled"
+}
+
+violations contains b.name if {
+	some b in input.buckets
+	not b.versioning
+}""",
+        violates=lambda p: any(b["versioning"] != "Enabled" for b in p["buckets"]),
+        sections=("buckets",),
+        bad={
+            "suspended": _set_bucket(0, versioning="Suspended"),
+            "never enabled": _add_bucket("scratch", versioning=None),
+        },
+        near={
+            "AES256 but versioned": _set_bucket(1, encryption="AES256"),
+            "new versioned bucket": _add_bucket("reports"),
+        },
+    ),
+    CloudCheck(
+        id="cloud-ebs-encrypted",
+        title="EBS volumes encrypted",
+        requirement="Every EBS volume of the account must be encrypted.",
+        rego="""violations contains v.id if {
+	some v in input.volumes
+	v.encrypted != true
+}""",
+        violates=lambda p: any(not v["encrypted"] for v in p["volumes"]),
+        sections=("volumes",),
+        bad={
+            "unencrypted volume": _append("volumes", {"size": 50, "encrypted": False}),
+            "unencrypted data volume": _edit("volumes", 1, encrypted=False),
+        },
+        near={
+            "default encryption off, volumes encrypted": _set("ebs_default_encryption", False),
+            "another encrypted volume": _append("volumes", {"size": 500, "encrypted": True}),
+        },
+    ),
+    CloudCheck(
+        id="cloud-ebs-default-encryption",
+        title="EBS encryption by default",
+        requirement="EBS encryption by default must be enabled for the account in us-east-1.",
+        rego='violations contains "EBS encryption by default is off" if input.ebs_default != true',
+        violates=lambda p: not p["ebs_default_encryption"],
+        sections=("ebs_default",),
+        bad={"disabled": _set("ebs_default_encryption", False)},
+        near={
+            "enabled with an older unencrypted volume": _append(
+                "volumes", {"size": 8, "encrypted": False}
+            )
+        },
+    ),
+    _port_check("cloud-sg-ssh-open", 22, "SSH"),
+    _port_check("cloud-sg-rdp-open", 3389, "RDP"),
+    CloudCheck(
+        id="cloud-iam-console-mfa",
+        title="MFA for every console user",
+        requirement=(
+            "Every IAM user with a console password (a login profile) must have an MFA device; "
+            "users without console access are exempt."
+        ),
+        rego="""violations contains u.name if {
+	some u in input.users
+	u.console == true
+	u.mfa_devices == 0
+}""",
+        violates=lambda p: any(u["console"] and not u["mfa"] for u in p["users"]),
+        sections=("users",),
+        bad={
+            "console user without MFA": _edit("users", 1, mfa=False),
+            "new console user": _append(
+                "users", {"name": "carol", "console": True, "mfa": False, "keys": []}
+            ),
+        },
+        near={
+            "API-only user without MFA": _append(
+                "users", {"name": "backup-job", "console": False, "mfa": False, "keys": ["Active"]}
+            )
+        },
+    ),
+    CloudCheck(
+        id="cloud-iam-single-active-key",
+        title="At most one active access key per user",
+        requirement="No IAM user may have more than one active access key (inactive keys do not count).",
+        rego="""violations contains u.name if {
+	some u in input.users
+	count([k | some k in u.access_keys; k == "Active"]) > 1
+}""",
+        violates=lambda p: any(u["keys"].count("Active") > 1 for u in p["users"]),
+        sections=("users",),
+        bad={
+            "two active keys": _edit("users", 2, keys=["Active", "Active"]),
+            "console user with two keys": _edit("users", 0, keys=["Active", "Active"]),
+        },
+        near={
+            "one active and one inactive": _edit("users", 2, keys=["Active", "Inactive"]),
+            "two inactive": _edit("users", 1, keys=["Inactive", "Inactive"]),
+        },
+    ),
+    CloudCheck(
+        id="cloud-cloudtrail",
+        title="A multi-region trail is logging",
+        requirement=(
+            "CloudTrail must record all regions: at least one trail must be multi-region and "
+            "currently logging."
+        ),
+        rego="""violations contains "no logging multi-region trail" if not ok
+
+ok if {
+	some t in input.trails
+	t.multi_region == true
+	t.logging == true
+}""",
+        violates=lambda p: not _trail_ok(p),
+        sections=("trails",),
+        bad={
+            "logging stopped": _edit("trails", 0, logging=False),
+            "single-region trail": _edit("trails", 0, multi_region=False),
+            "no trail": _set("trails", []),
+        },
+        near={
+            "a second trail is off": _append(
+                "trails", {"name": "legacy-trail", "multi_region": False, "logging": False}
+            ),
+        },
+    ),
+    CloudCheck(
+        id="cloud-password-policy",
+        title="Password policy minimum length 14",
+        requirement=(
+            "The account password policy must require passwords of at least 14 characters "
+            "(MinimumPasswordLength >= 14); no password policy violates."
+        ),
+        rego="""violations contains "password policy too weak" if not input.password_policy.MinimumPasswordLength >= 14""",
+        violates=lambda p: (p["password_policy"] or {}).get("MinimumPasswordLength", 0) < 14,
+        sections=("password_policy",),
+        bad={
+            "no policy": _set("password_policy", None),
+            "length 8": _set(
+                "password_policy", {"MinimumPasswordLength": 8, "RequireSymbols": True}
+            ),
+            "length 13": _set("password_policy", {"MinimumPasswordLength": 13}),
+        },
+        near={
+            "length 20": _set("password_policy", {"MinimumPasswordLength": 20}),
+            "length 14 without symbols": _set("password_policy", {"MinimumPasswordLength": 14}),
+        },
+    ),
+]
+
+_BY_ID = {c.id: c for c in CHECKS}
+
+
+def by_id(check_id: str) -> CloudCheck:
+    """A check of this family."""
+    return _BY_ID[check_id]
+
+
+def variants(
+    check_id: str, seed: int, compliant: int, non_compliant: int
+) -> tuple[Variant, list[Variant]]:
+    """The visible account and the hidden accounts of a check (data: the plan).
+
+    Raises:
+        ValueError: a mutation does not do what it claims (a library bug).
+    """
+    check = _BY_ID[check_id]
+    rng = random.Random(f"{check_id}:{seed}")
+    bad = list(check.bad.items())
+    near = list(check.near.items())
+    others = [(f"{o.id}: {lbl}", m) for o in CHECKS if o.id != check_id for lbl, m in o.bad.items()]
+
+    def make(name: str, muts: list[tuple[str, Mutation]], expect: bool) -> Variant:
+        for attempt in range(6):
+            plan = clean_account()
+            notes = []
+            extra = rng.sample(others, 1) if attempt < 5 else []
+            for label, m in muts + [(f"other requirement ({lbl})", m) for lbl, m in extra]:
+                m(plan)
+                notes.append(label)
+            if check.violates(plan) == expect:
+                return Variant(name, plan, {name} if expect else set(), [name], notes)
+        raise ValueError(f"{check_id}: {[m[0] for m in muts]} gives the wrong verdict")
+
+    visible = make("visible", near[:1] + bad[:1], True)
+    hidden = [make("", [near[i % len(near)]], False) for i in range(compliant)]
+    hidden += [make("", [bad[i % len(bad)]], True) for i in range(non_compliant)]
+    rng.shuffle(hidden)
+    for i, v in enumerate(hidden):
+        v.name = f"account-{i + 1:02d}"
+        v.units = [v.name]
+        v.violating = {v.name} if v.violating else set()
+    return visible, hidden

@@ -1,0 +1,201 @@
+"""Cloud account posture: the agent's collector gathers evidence, its Rego policy judges it."""
+
+from __future__ import annotations
+
+import json
+import random
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from itbench.domain import InfrastructureError
+from itbench.models import Evaluation
+from itbench.tools import Tool
+from itbench_ciso.aws import DEFAULT_CREDENTIALS, MotoServer
+from itbench_ciso.checks import cloud
+from itbench_ciso.collector import Collected, run_collector
+from itbench_ciso.engine import PACKAGE, RULE
+from itbench_ciso.families import Runtime, timer
+from itbench_ciso.scoring import Confusion, evaluation, judge_verdicts, nonempty
+from itbench_ciso.spec import CisoSubmission
+
+#: Seconds a collector may run, unless ``--option collector_timeout=S`` says otherwise.
+COLLECTOR_TIMEOUT = 60.0
+
+CONTRACT = (
+    "Submit `collector` (a Python 3 script) and `policy` (a Rego v1 module, `package "
+    "compliance`, `import rego.v1`). The harness runs the collector once per account with "
+    "AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN and "
+    "AWS_DEFAULT_REGION set (boto3 and the AWS CLI pick them up); it must print one JSON "
+    "document, the evidence, on stdout. The policy gets that document as `input` and must "
+    "define the set `violations`: non-empty exactly when the account does not meet the "
+    "requirement. The collector runs with a time limit and may write only in its working "
+    "directory."
+)
+
+
+class CloudRuntime(Runtime):
+    """A moto server: the visible account during the agent's turn, hidden ones when judging."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from itbench_ciso.environment import PORT_AWS
+
+        self.server = MotoServer(self.ctx.port(PORT_AWS), self.ctx.trial_dir)
+        self.runs = 0
+        self.last_evidence: Any = {}
+
+    @property
+    def timeout(self) -> float:
+        """The collector time limit of this run."""
+        return float(self.ctx.options.get("collector_timeout", COLLECTOR_TIMEOUT))
+
+    def setup(self) -> None:
+        """Start the endpoint and create the visible account's resources."""
+        plan = self.spec.variants
+        visible, self.hidden = cloud.variants(
+            self.spec.check, self.ctx.seed, plan.compliant, plan.non_compliant
+        )
+        self.visible = visible
+        self.server.start()
+        try:
+            cloud.seed(self.server.client, visible.data, f"{self.ctx.seed % 100000:05d}")
+        except Exception as exc:
+            raise InfrastructureError(
+                f"seeding the account failed: {type(exc).__name__}: {exc}; "
+                f"log: {self.server.process.log_tail()}"
+            ) from exc
+
+    def teardown(self) -> None:
+        """Stop the endpoint."""
+        self.server.stop()
+
+    def _collect(self, script: str, account: str, label: str) -> Collected:
+        creds = self.server.account(account)
+        run_dir = self.ctx.trial_dir / "collector-runs" / label
+        return run_collector(
+            script, creds, self.server.url, run_dir, self.ctx.trial_dir, self.timeout
+        )
+
+    def tools(self) -> list[Tool]:
+        """``run_collector`` on the visible account and ``evaluate_policy``."""
+
+        def run_collector(script: str) -> dict[str, Any]:
+            """Run a Python evidence collector on the visible account, as the harness will.
+
+            Returns its parsed JSON evidence (or the problem) and the end of its stderr.
+            """
+            self.runs += 1
+            out = self._collect(script, DEFAULT_CREDENTIALS.account_id, f"agent-{self.runs}")
+            if out.ok:
+                self.last_evidence = out.evidence
+            return {"evidence": out.evidence, "problem": out.problem, "stderr": out.stderr}
+
+        return [Tool.from_function(run_collector), self.policy_tool(lambda: self.last_evidence)]
+
+    def context(self) -> dict[str, Any]:
+        """Endpoint, credentials and the contract."""
+        creds = DEFAULT_CREDENTIALS
+        return {
+            "family": "cloud",
+            "requirement": self.spec.requirement,
+            "endpoint_url": self.server.url,
+            "account_id": creds.account_id,
+            "environment_variables": creds.env(self.server.url),
+            "contract": CONTRACT,
+            "collector_timeout": self.timeout,
+        }
+
+    def judge(self, submission: CisoSubmission | None) -> Evaluation:
+        """Reset the endpoint, create the hidden accounts, collect from each and judge."""
+        start = timer()
+        self.save_hidden()
+        script = submission.collector if submission else None
+        policy = submission.policy if submission else None
+        if not script or not policy:
+            return self._nothing(start, "collector and policy are both required")
+        modules = {"policy.rego": policy}
+        error = self.compile_policy(modules)
+        self.server.reset()
+        rng = random.Random(f"accounts:{self.ctx.seed}")
+        accounts = {v.name: f"{rng.randrange(10**11, 10**12)}" for v in self.hidden}
+
+        def seed(v: Any) -> None:
+            creds = self.server.account(accounts[v.name])
+            cloud.seed(lambda s: self.server.client(s, creds), v.data, accounts[v.name][-8:])
+
+        try:
+            with ThreadPoolExecutor(max_workers=3) as pool:
+                list(pool.map(seed, self.hidden))
+        except Exception as exc:
+            raise InfrastructureError(
+                f"seeding the hidden accounts failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            collected = dict(
+                zip(
+                    [v.name for v in self.hidden],
+                    pool.map(
+                        lambda v: self._collect(script, accounts[v.name], f"judge-{v.name}"),
+                        self.hidden,
+                    ),
+                    strict=True,
+                )
+            )
+        self.save(
+            "collector-runs/judge.json",
+            json.dumps(
+                {
+                    n: {"problem": c.problem, "stderr": c.stderr, "seconds": round(c.seconds, 3)}
+                    for n, c in collected.items()
+                },
+                indent=1,
+            ),
+        )
+        ok = [n for n, c in collected.items() if c.ok]
+        extra = {"evidence_collected": round(len(ok) / len(self.hidden), 4)}
+        if error is not None:
+            ev = self._nothing(start, error)
+            ev.metrics.update(extra)
+            return ev
+        answers = dict(
+            zip(
+                ok,
+                self.engine.evaluate(
+                    modules, f"data.{PACKAGE}.{RULE}", [collected[n].evidence for n in ok]
+                ),
+                strict=True,
+            )
+        )
+        verdicts: list[bool | None] = []
+        errors: list[str | None] = []
+        for v in self.hidden:
+            a = answers.get(v.name)
+            if a is None:
+                verdicts.append(None)
+                errors.append(collected[v.name].problem)
+            else:
+                verdicts.append(None if a.error else nonempty(a.value))
+                errors.append(a.error)
+        conf, judgements = judge_verdicts(self.hidden, verdicts, errors)
+        return evaluation(
+            conf,
+            judgements,
+            compiles=True,
+            engine=self.engine.name,
+            seconds=timer() - start,
+            extra=extra,
+        )
+
+    def _nothing(self, start: float, why: str) -> Evaluation:
+        conf = Confusion()
+        for v in self.hidden:
+            conf.add(not v.compliant, False)
+        return evaluation(
+            conf,
+            [],
+            compiles=False,
+            engine=self.engine.name,
+            seconds=timer() - start,
+            extra={"evidence_collected": 0.0},
+            details={"reason": why},
+        )
