@@ -142,6 +142,11 @@ class FinOpsEnvironment(Environment):
                 "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
                 "AWS_DEFAULT_REGION": REGION,
             },
+            "aws_cli": (
+                f"aws --endpoint-url {self.server.url} <service> <command>: the environment "
+                "variables configure boto3 and most CLI commands, but the CLI's rds commands "
+                "need --endpoint-url."
+            ),
             "billing_export": {
                 "format": "FOCUS 1.0 CSV",
                 "uri": f"s3://{self.export_bucket}/{self.export_key}",

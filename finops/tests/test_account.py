@@ -36,18 +36,27 @@ def _aws_cli() -> list[str]:
     return [found]
 
 
-def _cli(env_ctx: dict[str, Any], *args: str) -> Any:
-    env = {**os.environ, **env_ctx["environment_variables"], "AWS_CONFIG_FILE": "/dev/null"}
-    env.pop("AWS_PROFILE", None)
+def _cli(env_ctx: dict[str, Any], *args: str, flag: bool = True) -> Any:
+    """Run the AWS CLI configured by the task context alone.
+
+    Args:
+        env_ctx: The task context.
+        args: The CLI's arguments.
+        flag: Pass ``--endpoint-url`` (the CLI's rds commands ignore ``AWS_ENDPOINT_URL``).
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(env_ctx["environment_variables"])
+    env.update(AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null")
+    endpoint = ["--endpoint-url", env_ctx["endpoint_url"]] if flag else []
     out = subprocess.run(
-        [*_aws_cli(), "--endpoint-url", env_ctx["endpoint_url"], "--output", "json", *args],
+        [*_aws_cli(), *endpoint, "--output", "json", *args],
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0, (args, out.stdout[-2000:], out.stderr[-2000:])
     return json.loads(out.stdout) if out.stdout.strip() else None
 
 
@@ -111,7 +120,9 @@ def test_cli_billing_harm_and_teardown(
         port = env.server.port
         assert context["endpoint_url"] == f"http://127.0.0.1:{port}"
         # The real AWS CLI sees the planted resources through the endpoint.
-        res = _cli(context, "ec2", "describe-instances")
+        who = _cli(context, "sts", "get-caller-identity", flag=False)
+        assert who["Account"] == context["account_id"]
+        res = _cli(context, "ec2", "describe-instances", flag=False)
         names = {
             t["Value"]
             for r in res["Reservations"]
