@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -209,10 +210,8 @@ class OpaEngine(PolicyEngine):
 
     def _unload(self, ids: list[str]) -> None:
         for pid in ids:
-            try:
+            with contextlib.suppress(Exception):  # best effort cleanup
                 self.client.delete_policy(pid)
-            except Exception:  # noqa: S110 - best effort cleanup
-                pass
 
     def compile(self, modules: dict[str, str]) -> str | None:
         """Upload the modules (the server compiles them), then remove them."""

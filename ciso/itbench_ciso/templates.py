@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from itbench.models import TaskView
+from itbench_ciso.checks.cloud import collector_for
+from itbench_ciso.checks.linux import playbook_for
 from itbench_ciso.spec import CisoSubmission
 
 _K8S_HEAD = """package compliance
@@ -67,6 +69,79 @@ TEMPLATES: list[Template] = [
         "kubernetes",
         ("secretkeyref",),
         _pod_rule("\tsome c in pod.spec.containers\n\tsome e in c.env\n\te.valueFrom.secretKeyRef"),
+    ),
+]
+
+
+_HEAD = "package compliance\n\nimport rego.v1\n\n"
+
+_MODE_POLICY = (
+    _HEAD
+    + """violations contains path if {
+	some path, mode in input.modes
+	bits.and(to_number(substring(mode, count(mode) - 1, 1)), 7) != 0
+}
+"""
+)
+
+TEMPLATES += [
+    # Reads the whole file and expects the exact line: wrong on lower-case keywords, the
+    # `Keyword=value` form and on a first value that differs from a later one.
+    Template(
+        "linux",
+        ("permitrootlogin",),
+        _HEAD
+        + """violations contains "PermitRootLogin" if {
+	not regex.match(`(?m)^PermitRootLogin\\s+no\\s*$`, input.files["/etc/ssh/sshd_config"])
+}
+""",
+        playbook=playbook_for(("/etc/ssh/sshd_config",), (), ()),
+    ),
+    # Any permission for "other": right for files whose limit forbids all access by others.
+    Template(
+        "linux",
+        ("/etc/shadow", "permissions"),
+        _MODE_POLICY,
+        playbook=playbook_for((), ("/etc/shadow",), ()),
+    ),
+    Template(
+        "linux",
+        ("/etc/crontab", "permissions"),
+        _MODE_POLICY,
+        playbook=playbook_for((), ("/etc/crontab",), ()),
+    ),
+    Template(
+        "cloud",
+        ("password policy",),
+        _HEAD
+        + """violations contains "weak" if not input.password_policy.MinimumPasswordLength >= 14
+""",
+        collector=collector_for(("password_policy",)),
+    ),
+    # Only rules that open exactly port 22: misses wide ranges and all-traffic rules.
+    Template(
+        "cloud",
+        ("ssh",),
+        _HEAD
+        + """violations contains sg.id if {
+	some sg in input.security_groups
+	some rule in sg.ingress
+	rule.from_port == 22
+	"0.0.0.0/0" in rule.cidrs
+}
+""",
+        collector=collector_for(("security_groups",)),
+    ),
+    Template(
+        "cloud",
+        ("versioning",),
+        _HEAD
+        + """violations contains b.name if {
+	some b in input.buckets
+	b.versioning == "Suspended"
+}
+""",
+        collector=collector_for(("buckets",)),
     ),
 ]
 

@@ -1,5 +1,7 @@
-"""The check library: per requirement, hidden-variant generators with known verdicts and the
-reference evidence collection and policy. Read only by the evaluator and the oracle.
+"""The check library: hidden-variant generators with known verdicts, and reference artifacts.
+
+Per requirement: variants of systems with their ground truth, and the reference evidence
+collection and policy. Read only by the evaluator and the oracle.
 """
 
 from __future__ import annotations

@@ -114,7 +114,8 @@ def seed(clients: Callable[[str], Any], plan: Plan, suffix: str) -> None:
             GroupName=sg["name"], Description=f"{sg['name']} tier", VpcId=vpc
         )["GroupId"]
         perms = []
-        for r in sg["rules"]:
+        unique = {tuple(sorted(r.items())): r for r in sg["rules"]}
+        for r in unique.values():
             perm: dict[str, Any] = {"IpProtocol": r["proto"]}
             if r["proto"] != "-1":
                 perm.update(FromPort=r["from"], ToPort=r["to"])

@@ -226,9 +226,9 @@ def audit_watches(host: Host, path: str) -> bool:
         if not (name.startswith("/etc/audit/rules.d/") and name.endswith(".rules")):
             continue
         for parts in (line.split() for line in f.content.splitlines()):
-            if len(parts) >= 4 and parts[0] == "-w" and parts[1] == path and parts[2] == "-p":
-                if "w" in parts[3] and "a" in parts[3]:
-                    return True
+            watch = len(parts) >= 4 and parts[0] == "-w" and parts[1] == path
+            if watch and parts[2] == "-p" and "w" in parts[3] and "a" in parts[3]:
+                return True
     return False
 
 
@@ -396,8 +396,9 @@ def _yaml_list(items: tuple[str, ...]) -> str:
 
 
 def playbook_for(files: tuple[str, ...], modes: tuple[str, ...], listing: tuple[str, ...]) -> str:
-    """An evidence playbook: file contents through lookups, modes through stat, listings
-    through find; the evidence is the host fact ``evidence``.
+    """An evidence playbook setting the host fact ``evidence``.
+
+    File contents come through lookups, modes through stat and listings through find.
     """
     tasks = []
     if modes:

@@ -1,0 +1,117 @@
+"""The embedded Rego engine (regopy): Rego v1, sprintf, errors; and the OPA server backend."""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from pathlib import Path
+
+import pytest
+from itbench_ciso.checks import all_checks, k8s, linux
+from itbench_ciso.engine import (
+    EmbeddedEngine,
+    OpaEngine,
+    OpaServer,
+    PolicyEngine,
+    opa_available,
+    opa_binary,
+    sets_as_lists,
+)
+
+V1 = """package compliance
+
+import rego.v1
+
+violations contains msg if {
+	some item in input.items
+	item.level > 2
+	msg := sprintf("%s is %d items", [item.name, item.level])
+}
+
+allowed if count(violations) == 0
+"""
+
+
+def test_rego_v1_syntax_evaluates() -> None:
+    engine = EmbeddedEngine()
+    assert engine.compile({"p.rego": V1}) is None
+    docs = [{"items": [{"name": "x", "level": 3}, {"name": "y", "level": 1}]}, {"items": []}]
+    first, second = engine.evaluate({"p.rego": V1}, "data.compliance.violations", docs)
+    assert first.value == ["x is 3 items"] and first.error is None
+    assert second.value == []
+    allowed = engine.evaluate({"p.rego": V1}, "data.compliance.allowed", docs)
+    assert [a.value for a in allowed] == [None, True]
+
+
+def test_sprintf_keeps_spaces_and_formats_numbers() -> None:
+    source = (
+        "package f\nimport rego.v1\n"
+        's := sprintf("%s is %d items", ["x", 3])\n'
+        't := sprintf("%v|%s|%.2f", [{"a": 1}, "two words", 2.5])\n'
+    )
+    engine = EmbeddedEngine()
+    [s] = engine.evaluate({"f.rego": source}, "data.f.s", [{}])
+    [t] = engine.evaluate({"f.rego": source}, "data.f.t", [{}])
+    assert s.value == "x is 3 items"
+    assert t.value == '{"a": 1}|two words|2.50'
+
+
+def test_syntax_error_is_reported_with_its_location() -> None:
+    bad = "package compliance\nimport rego.v1\n\nviolations contains x if {\n\tx := [\n}\n"
+    message = EmbeddedEngine().compile({"policy.rego": bad})
+    assert message is not None
+    assert "policy.rego:" in message and "unclosed" in message
+
+
+def test_undefined_and_multiline_strings() -> None:
+    source = "package u\nimport rego.v1\nlines := regex.split(`\\r?\\n`, input.text)\nmissing := input.nothing\n"
+    engine = EmbeddedEngine()
+    [lines] = engine.evaluate({"u.rego": source}, "data.u.lines", [{"text": "a\nb"}])
+    [missing] = engine.evaluate({"u.rego": source}, "data.u.missing", [{}])
+    assert lines.value == ["a", "b"]
+    assert missing.value is None and missing.error is None
+
+
+@pytest.fixture(scope="module")
+def opa_engine() -> PolicyEngine:
+    reason = opa_available()
+    if reason is not None:
+        pytest.skip(reason)
+    url = os.environ.get("ITBENCH_OPA_URL")
+    if url:
+        yield OpaEngine(url)
+        return
+    binary = opa_binary()
+    assert binary is not None
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    with tempfile.TemporaryDirectory() as tmp:
+        server = OpaServer(binary, port, Path(tmp))
+        server.start()
+        try:
+            yield OpaEngine(server.url)
+        finally:
+            server.stop()
+
+
+def test_opa_and_embedded_agree_on_every_reference_policy(opa_engine: PolicyEngine) -> None:
+    """Both engines agree on the hidden variants of every Kubernetes and Linux check."""
+    embedded = EmbeddedEngine()
+    for check in all_checks().values():
+        if check.family != "kubernetes":
+            continue
+        _, hidden = k8s.variants(check.id, 1, 3, 4)
+        modules = {"policy.rego": check.policy()}
+        docs = [v.data for v in hidden]
+        ours = embedded.evaluate(modules, "data.compliance.violations", docs)
+        theirs = opa_engine.evaluate(modules, "data.compliance.violations", docs)
+        assert [sets_as_lists(v.value) for v in ours] == [sets_as_lists(v.value) for v in theirs]
+    for lcheck in linux.CHECKS:
+        _, hosts = linux.variants(lcheck.id, 1, 3, 4)
+        modules = {"policy.rego": lcheck.policy()}
+        docs = [lcheck.evidence_of(h.data) for h in hosts]
+        ours = embedded.evaluate(modules, "data.compliance.violations", docs)
+        theirs = opa_engine.evaluate(modules, "data.compliance.violations", docs)
+        assert [sets_as_lists(v.value) for v in ours] == [sets_as_lists(v.value) for v in theirs]

@@ -1,0 +1,65 @@
+"""Catalog scenarios: oracle passes and noop fails (a representative few); baseline partial."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from itbench_ciso.domain import CisoDomain
+from itbench_ciso.spec import CisoSpec
+
+from itbench.registry import Catalog
+
+from .conftest import judge, live, toolbox_and_task
+
+REPRESENTATIVE = [
+    "ciso/k8s-run-as-non-root",  # effective values: container overrides pod
+    "ciso/update-image-tag-image-registry",  # policy set update
+    "ciso/linux-services-disabled",  # evidence of symlinks through find
+    "ciso/linux-shadow-mode",  # evidence of permissions through stat
+    "ciso/cloud-sg-ssh-open",  # collector against hidden moto accounts
+]
+
+
+def test_catalog_has_every_family_and_one_smoke_scenario(catalog: Catalog) -> None:
+    assert not catalog.errors, [e.line() for e in catalog.errors]
+    specs = [s for s in catalog.scenarios.values() if isinstance(s, CisoSpec)]
+    by_family: dict[str, int] = {}
+    for s in specs:
+        by_family[s.family] = by_family.get(s.family, 0) + 1
+    assert len(specs) >= 50
+    assert by_family["kubernetes"] >= 15 and by_family["linux"] >= 20
+    assert by_family["cloud"] >= 10 and by_family["policy-update"] >= 5
+    assert [s.id for s in specs if "smoke" in s.tags] == ["ciso/k8s-host-network"]
+
+
+@pytest.mark.parametrize("sid", REPRESENTATIVE)
+def test_noop_fails_and_oracle_passes(
+    sid: str, domain: CisoDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    spec = catalog.scenarios[sid]
+    assert isinstance(spec, CisoSpec)
+    with live(domain, spec, tmp_path) as (env, ctx):
+        noop = judge(domain, spec, env, ctx, None)
+        toolbox, task = toolbox_and_task(domain, spec, env, ctx)
+        submission = domain.oracle(spec, task, toolbox)
+        result = domain.evaluate(spec, env, submission, toolbox, ctx)
+    assert not noop.passed
+    assert result.passed, (result.metrics, result.details)
+    assert result.metrics["precision"] == 1.0 and result.metrics["recall"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("sid", "solved"),
+    [("ciso/k8s-host-network", True), ("ciso/k8s-privileged", False)],
+)
+def test_baseline_solves_some_but_not_all(
+    sid: str, solved: bool, domain: CisoDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    spec = catalog.scenarios[sid]
+    assert isinstance(spec, CisoSpec)
+    with live(domain, spec, tmp_path) as (env, ctx):
+        toolbox, task = toolbox_and_task(domain, spec, env, ctx)
+        submission = domain.baseline(task, toolbox)
+        result = judge(domain, spec, env, ctx, submission)
+    assert result.passed is solved, result.details
