@@ -358,7 +358,7 @@ _register(
         _config_change(_flag_on),
         _restore,
         _same,
-        lambda t: [Expectation("CpuSaturated", t)],
+        lambda t: [Expectation("CpuSaturated", t), Expectation("HighLatency", t)],
         lambda t, p: _set_and_restart({f"flags.{p['flag']}": False})(t, p),
         defaults={"flag": "precise_rounding"},
     )

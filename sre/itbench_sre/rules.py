@@ -56,10 +56,10 @@ RULES: list[dict[str, object]] = [
     },
     {
         "alert": "CpuSaturated",
-        "expr": f'max by (job) (rate(process_cpu_seconds_total{{job!~"loadgen|mesh"}}[{W}])) > 0.6',
+        "expr": f'max by (job) (rate(process_cpu_seconds_total{{job!~"loadgen|mesh"}}[{W}])) > 0.4',
         "for": "2s",
         "labels": {"severity": "warning", "category": "saturation"},
-        "annotations": {"summary": "{{ $labels.job }} uses more than 60% of a core"},
+        "annotations": {"summary": "{{ $labels.job }} uses more than 40% of a core"},
     },
     {
         "alert": "MemoryHigh",

@@ -49,3 +49,34 @@ def test_destructive_agent_fails_every_mitigation(tmp_path: Path) -> None:
         # The agent did localize correctly in the smoke scenario only by accident; the
         # mitigation check is what fails it everywhere.
         assert r.steps >= 10
+
+
+def test_external_program_uses_the_same_tools(tmp_path: Path) -> None:
+    """An agent that is a shell script calls the shop's tools through `itbench tool`."""
+    import os
+    import sys
+
+    from itbench.models import RunConfig
+    from itbench.runner import Runner
+    from itbench.session import Bench
+
+    itbench = Path(sys.executable).parent / "itbench"
+    script = tmp_path / "agent.sh"
+    script.write_text(
+        "#!/bin/sh\nset -e\n"
+        f"{itbench} tool call processes > procs.json\n"
+        f"{itbench} tool call alerts > alerts.json\n"
+        "grep -q '\"loadgen\"' procs.json\n"
+        "if grep -q alertname alerts.json; then incident=true; else incident=false; fi\n"
+        'echo "{\\"incident\\": $incident}" > submission.json\n'
+    )
+    os.chmod(script, 0o755)
+    config = RunConfig(
+        agent="command",
+        scenarios=["sre/control-quiet"],
+        options={"agent_command": str(script)},
+    )
+    outcome = Runner(Bench(), config, tmp_path / "run").run()
+    result = outcome.results[0]
+    assert result.status is TrialStatus.passed, (result.error, result.metrics)
+    assert result.tool_calls == 2
