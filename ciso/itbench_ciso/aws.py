@@ -49,7 +49,7 @@ DEFAULT_CREDENTIALS = Credentials(DEFAULT_ACCOUNT, ACCESS_KEY, SECRET_KEY)
 
 @cache
 def _session() -> Any:
-    import boto3
+    import boto3  # type: ignore[import-untyped]
 
     return boto3.session.Session()
 

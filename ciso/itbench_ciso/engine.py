@@ -104,7 +104,7 @@ class EmbeddedEngine(PolicyEngine):
     name = "embedded"
 
     def _interpreter(self, modules: dict[str, str]) -> Any:
-        import regopy
+        import regopy  # type: ignore[import-untyped]
 
         interp = regopy.Interpreter()
         interp.log_level = regopy.LogLevel.NONE  # errors are returned, not printed
@@ -117,8 +117,12 @@ class EmbeddedEngine(PolicyEngine):
 
     def _query(self, interp: Any, query: str, modules: dict[str, str]) -> Verdict:
         import regopy
-        from regopy.interpreter import rego_query
-        from regopy.output import rego_free_output, rego_output_ok, rego_output_string
+        from regopy.interpreter import rego_query  # type: ignore[import-untyped]
+        from regopy.output import (  # type: ignore[import-untyped]
+            rego_free_output,
+            rego_output_ok,
+            rego_output_string,
+        )
 
         try:
             impl = rego_query(interp._impl, query)
@@ -180,7 +184,7 @@ class OpaEngine(PolicyEngine):
     def __init__(self, url: str) -> None:
         from urllib.parse import urlparse
 
-        from opa_client import OpaClient
+        from opa_client import OpaClient  # type: ignore[import-untyped]
 
         parsed = urlparse(url)
         self.url = url
@@ -191,10 +195,10 @@ class OpaEngine(PolicyEngine):
         self._counter = 0
 
     def _load(self, modules: dict[str, str]) -> list[str]:
-        from opa_client.errors import RegoParseError
+        from opa_client.errors import RegoParseError  # type: ignore[import-untyped]
 
         self._counter += 1
-        ids = []
+        ids: list[str] = []
         for i, (_fname, source) in enumerate(modules.items()):
             pid = f"itbench-{os.getpid()}-{self._counter}-{i}"
             try:

@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORKS": str(config.get("forks", 8)),
         "ANSIBLE_GATHERING": "explicit",
+        "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_INVENTORY_ENABLED": "yaml",
         "ANSIBLE_DEPRECATION_WARNINGS": "False",
         "TMPDIR": str(tmp),
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     os.environ.update(envvars)
-    import ansible_runner
+    import ansible_runner  # type: ignore[import-untyped]
 
     runner = ansible_runner.run(
         private_data_dir=str(pdd),

@@ -100,15 +100,8 @@ def clean_pod(name: str, namespace: str, app: str, version: str, node: str) -> P
 
 
 def _c(pod: Pod, i: int = 0) -> dict[str, Any]:
-    return pod["spec"]["containers"][i]
-
-
-def _sc(pod: Pod, i: int = 0) -> dict[str, Any]:
-    return _c(pod, i).setdefault("securityContext", {})
-
-
-def _psc(pod: Pod) -> dict[str, Any]:
-    return pod["spec"].setdefault("securityContext", {})
+    container: dict[str, Any] = pod["spec"]["containers"][i]
+    return container
 
 
 def _sidecar(pod: Pod) -> dict[str, Any]:

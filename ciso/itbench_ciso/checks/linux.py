@@ -568,11 +568,10 @@ def _defs_check(
 ) -> LinuxCheck:
     current = f"{key}\t{good}"
     threshold = boundary
-    ok = (
-        (lambda v: v is not None and v <= threshold)
-        if cmp == "<="
-        else (lambda v: v is not None and v >= threshold)
-    )
+
+    def ok(v: int | None) -> bool:
+        return v is not None and (v <= threshold if cmp == "<=" else v >= threshold)
+
     return LinuxCheck(
         id=cid,
         title=title,
@@ -657,11 +656,10 @@ def _kv_check(
     req: str,
 ) -> LinuxCheck:
     line = f"{key} = {good}"
-    ok = (
-        (lambda v: v is not None and v <= good)
-        if cmp == "<="
-        else (lambda v: v is not None and v >= good)
-    )
+
+    def ok(v: int | None) -> bool:
+        return v is not None and (v <= good if cmp == "<=" else v >= good)
+
     return LinuxCheck(
         id=cid,
         title=title,

@@ -23,7 +23,8 @@ def identity(item: Any) -> str | None:
     ``metadata``, or a string ``Kind/namespace/name`` or ``namespace/name``.
     """
     if isinstance(item, dict):
-        meta = item.get("metadata") if isinstance(item.get("metadata"), dict) else item
+        inner = item.get("metadata")
+        meta: dict[str, Any] = inner if isinstance(inner, dict) else item
         name = meta.get("name")
         if not isinstance(name, str):
             return None

@@ -1,0 +1,94 @@
+"""CISO trial time with the embedded Rego engine, per family (goal: 5 s or less, Ansible included).
+
+A trial here is what the runner does for one scenario with the oracle: set up the environment,
+hand the oracle its tools, judge the submission on every hidden variant (running the playbook
+or collector on each) and tear down. Prints the median of several runs per scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from itbench_ciso.domain import CisoDomain
+from itbench_ciso.spec import CisoSpec
+
+from itbench.domain import TrialContext
+from itbench.registry import ScenarioLoader
+from itbench.tools import Toolbox
+
+CATALOG = Path(__file__).resolve().parents[1] / "scenarios" / "ciso"
+SCENARIOS = [
+    "ciso/k8s-host-network",
+    "ciso/update-image-tag-image-registry",
+    "ciso/linux-ssh-root-login",
+    "ciso/linux-shadow-mode",
+    "ciso/cloud-sg-ssh-open",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def one_trial(domain: CisoDomain, spec: CisoSpec, seed: int) -> tuple[float, dict[str, float]]:
+    """Total seconds of one oracle trial and the seconds of its phases."""
+    phases: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        ctx = TrialContext(f"b{seed}", seed, Path(tmp) / "t", Path(tmp) / "w", free_port(), 2)
+        ctx.trial_dir.mkdir()
+        ctx.workspace.mkdir()
+        start = time.perf_counter()
+        env = domain.create_environment(spec, ctx)
+        try:
+            env.setup()
+            phases["setup"] = time.perf_counter() - start
+            toolbox = Toolbox.of(env.tools())
+            deadline = datetime.now(UTC) + timedelta(seconds=spec.time_limit)
+            task = domain.task_view(spec, env, ctx, toolbox, deadline)
+            submission = domain.oracle(spec, task, toolbox)
+            mark = time.perf_counter()
+            result = domain.evaluate(spec, env, submission, toolbox, ctx)
+            phases["evaluate"] = time.perf_counter() - mark
+            assert result.passed, result.details
+        finally:
+            mark = time.perf_counter()
+            env.teardown()
+            phases["teardown"] = time.perf_counter() - mark
+        return time.perf_counter() - start, phases
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--scenario", action="append", help="Scenario id (repeatable).")
+    args = parser.parse_args()
+    domain = CisoDomain()
+    catalog = ScenarioLoader({"ciso": domain}).load([CATALOG]).scenarios
+    print(f"CISO oracle trial time, embedded engine, median of {args.runs} runs")
+    for sid in args.scenario or SCENARIOS:
+        spec = catalog[sid]
+        assert isinstance(spec, CisoSpec)
+        totals, evals, setups = [], [], []
+        for i in range(args.runs):
+            total, phases = one_trial(domain, spec, i)
+            totals.append(total)
+            evals.append(phases["evaluate"])
+            setups.append(phases["setup"])
+        med = statistics.median(totals)
+        goal = "ok" if med <= 5.0 else "over the 5 s goal"
+        print(
+            f"  {sid:<40} {med:6.2f} s  (setup {statistics.median(setups):.2f} s, "
+            f"judge {statistics.median(evals):.2f} s; {spec.family}; {goal})"
+        )
+
+
+if __name__ == "__main__":
+    main()
