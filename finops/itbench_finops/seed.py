@@ -6,7 +6,7 @@ import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from itbench_finops.aws import Clients, Credentials
@@ -40,7 +40,7 @@ class Seeded:
     accounts: dict[str, str] = field(default_factory=dict)  # name -> account id
     lb_dimensions: dict[str, str] = field(default_factory=dict)  # lb name -> metric dimension
     root_volumes: dict[str, str] = field(default_factory=dict)  # instance name -> volume id
-    now: datetime = field(default_factory=lambda: hour_floor(datetime.now().astimezone()))
+    now: datetime = field(default_factory=lambda: hour_floor(datetime.now(UTC)))
 
 
 def _tags(name: str, tags: dict[str, str]) -> list[dict[str, str]]:

@@ -8,9 +8,11 @@ import io
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from collections import defaultdict
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,13 @@ def _cli(env_ctx: dict[str, Any], *args: str, flag: bool = True) -> Any:
     )
     assert out.returncode == 0, (args, out.stdout[-2000:], out.stderr[-2000:])
     return json.loads(out.stdout) if out.stdout.strip() else None
+
+
+def _when(stamp: str | float) -> datetime:
+    """A CLI timestamp (ISO text or epoch seconds, by protocol) in UTC."""
+    if isinstance(stamp, int | float):
+        return datetime.fromtimestamp(stamp, UTC)
+    return datetime.fromisoformat(stamp).astimezone(UTC)
 
 
 def endpoint_processes(port: int) -> list[int]:
@@ -136,6 +145,39 @@ def test_cli_billing_harm_and_teardown(
             env.seeded.ids["scratch-3"],
             env.seeded.ids["restore-tmp"],
         }
+        # Hourly CloudWatch history over the metric window, with its daily and weekly shape.
+        history = {}
+        for metric, stat in (("CPUUtilization", "Maximum"), ("NetworkOut", "Sum")):
+            points = _cli(
+                context,
+                "cloudwatch",
+                "get-metric-statistics",
+                "--namespace",
+                "AWS/EC2",
+                "--metric-name",
+                metric,
+                "--dimensions",
+                f"Name=InstanceId,Value={env.seeded.ids['web-01']}",
+                "--start-time",
+                (env.seeded.now - timedelta(days=spec.metric_days + 1)).isoformat(),
+                "--end-time",
+                env.seeded.now.isoformat(),
+                "--period",
+                "3600",
+                "--statistics",
+                stat,
+            )["Datapoints"]
+            history[metric] = {_when(p["Timestamp"]): p[stat] for p in points}
+        cpu = history["CPUUtilization"]
+        assert len(cpu) == spec.metric_days * 24
+        assert max(cpu.values()) == pytest.approx(70, abs=0.01)
+        assert statistics.mean(cpu.values()) == pytest.approx(35, abs=1)
+        day = [v for t, v in cpu.items() if t.weekday() < 5 and 12 <= t.hour < 18]
+        night = [v for t, v in cpu.items() if t.weekday() < 5 and 0 <= t.hour < 6]
+        weekend = [v for t, v in cpu.items() if t.weekday() >= 5 and 12 <= t.hour < 18]
+        assert statistics.mean(day) > statistics.mean(weekend) > statistics.mean(night)
+        assert statistics.stdev(day) > 0.5  # noise, not a pure curve
+        assert max(history["NetworkOut"].values()) == pytest.approx(2400e6, rel=1e-3)
         dbs = _cli(context, "rds", "describe-db-instances")
         assert {d["DBInstanceIdentifier"] for d in dbs["DBInstances"]} == {
             "orders-db",
