@@ -72,6 +72,30 @@ class ShopBackend(ABC):
         """Set a service's replica count."""
 
     @abstractmethod
+    def running(self, program: str) -> bool:
+        """Whether a program (service instance or component) runs."""
+
+    @abstractmethod
+    def restart_service(self, service: str) -> None:
+        """Restart every running instance of a service."""
+
+    @abstractmethod
+    def revisions(self, service: str) -> list[dict[str, Any]]:
+        """Deployment history of a service, oldest first."""
+
+    @abstractmethod
+    def record_config(self, entity: str) -> None:
+        """Record a service's current configuration as a new revision."""
+
+    @abstractmethod
+    def rollback(self, service: str) -> dict[str, Any]:
+        """Redeploy the previous revision of a service; returns the new revision entry."""
+
+    @abstractmethod
+    def read_private(self, name: str) -> str:
+        """A harness-private file of the deployment (never shown to the agent)."""
+
+    @abstractmethod
     def read_config(self, entity: str) -> str:
         """Configuration file text of an entity."""
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from itbench_sre import topology
-from itbench_sre.embedded import CONFIG_ENTITIES, JOB_PROGRAM, EmbeddedShop, service_of
+from itbench_sre.backend import ShopBackend
+from itbench_sre.embedded import CONFIG_ENTITIES, JOB_PROGRAM, service_of
 
 from itbench.tools import Tool, ToolError
 
@@ -88,7 +89,7 @@ def _set_path(doc: dict[str, Any], dotted: str, value: Any) -> None:
 class ShopTools:
     """Tool implementations bound to one shop deployment and its journal."""
 
-    def __init__(self, shop: EmbeddedShop, journal: ActionJournal, traces: bool) -> None:
+    def __init__(self, shop: ShopBackend, journal: ActionJournal, traces: bool) -> None:
         self.shop = shop
         self.journal = journal
         self.traces_enabled = traces
@@ -418,7 +419,7 @@ class ShopTools:
         return {"undone": entry["index"], "tool": entry["tool"], "args": entry["args"]}
 
 
-def build_tools(shop: EmbeddedShop, journal: ActionJournal, traces: bool) -> list[Tool]:
+def build_tools(shop: ShopBackend, journal: ActionJournal, traces: bool) -> list[Tool]:
     """The agent's tools on ``shop``."""
     t = ShopTools(shop, journal, traces)
     observe = [
