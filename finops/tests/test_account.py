@@ -403,3 +403,21 @@ def test_cli_reads_and_fixes_a_budget_subscriber(
         assert result.passed, result.details
         wrong = domain.evaluate(spec, env, FinOpsSubmission(cause="threshold"), toolbox, ctx)
         assert not wrong.passed and wrong.metrics["diagnosis_cause"] is False
+        # In-place updates of the budget and its notification are read back by the scorer.
+        budgets = env.clients.client("budgets")
+        ids = {"AccountId": context["account_id"], "BudgetName": "monthly-cost"}
+        doc = budgets.describe_budget(**ids)["Budget"]
+        budgets.update_budget(
+            AccountId=context["account_id"],
+            NewBudget={**doc, "BudgetLimit": {"Amount": "9000.00", "Unit": "USD"}},
+        )
+        old_note = json.loads(note_arg)
+        budgets.update_notification(
+            **ids, OldNotification=old_note, NewNotification={**old_note, "Threshold": 90.0}
+        )
+        final = env.read_state()["budget:monthly-cost"].attrs
+        assert final["amount"] == 9000.0
+        assert final["notifications"][0]["threshold"] == 90.0
+        assert final["notifications"][0]["subscribers"] == ["finops@example.com"]
+        after = domain.evaluate(spec, env, FinOpsSubmission(cause="subscriber"), toolbox, ctx)
+        assert not after.passed and after.metrics["budget_fixed"] is False
