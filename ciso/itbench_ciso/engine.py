@@ -19,7 +19,7 @@ from itbench.domain import InfrastructureError
 PACKAGE = "compliance"
 RULE = "violations"
 
-_UNDEFINED = object()
+_PACKAGE_LINE = re.compile(r"^package\s+([A-Za-z_][\w.]*)", re.MULTILINE)
 
 
 class PolicyError(Exception):
@@ -193,14 +193,18 @@ class OpaEngine(PolicyEngine):
         )
         self._lock = threading.Lock()
         self._counter = 0
+        self._prefix = ""
 
     def _load(self, modules: dict[str, str]) -> list[str]:
         from opa_client.errors import RegoParseError  # type: ignore[import-untyped]
 
         self._counter += 1
+        self._prefix = f"itbench_{os.getpid()}_{id(self)}_{self._counter}"
         ids: list[str] = []
-        for i, (_fname, source) in enumerate(modules.items()):
-            pid = f"itbench-{os.getpid()}-{self._counter}-{i}"
+        for i, original in enumerate(modules.values()):
+            # A server may be shared by concurrent trials: each load gets its own namespace.
+            source = _PACKAGE_LINE.sub(rf"package {self._prefix}.\1", original, count=1)
+            pid = f"{self._prefix}-{i}"
             try:
                 self.client.update_policy_from_string(source, pid, rego_compat=False)
             except RegoParseError as exc:
@@ -229,10 +233,10 @@ class OpaEngine(PolicyEngine):
 
     def evaluate(self, modules: dict[str, str], query: str, inputs: list[Any]) -> list[Verdict]:
         """Upload, query once per input, remove."""
-        path = query.removeprefix("data.").replace(".", "/")
         out: list[Verdict] = []
         with self._lock:
             ids = self._load(modules)
+            path = f"{self._prefix}.{query.removeprefix('data.')}".replace(".", "/")
             try:
                 for doc in inputs:
                     try:
