@@ -104,10 +104,19 @@ TEMPLATES += [
         _MODE_POLICY,
         playbook=playbook_for((), ("/etc/shadow",), ()),
     ),
+    # No permission for group or others: exactly the crontab requirement.
     Template(
         "linux",
         ("/etc/crontab", "permissions"),
-        _MODE_POLICY,
+        _HEAD
+        + """violations contains path if {
+	some path, mode in input.modes
+	digits := substring(mode, count(mode) - 2, 2)
+	digits != "00"
+}
+
+violations contains "/etc/crontab" if not input.modes["/etc/crontab"]
+""",
         playbook=playbook_for((), ("/etc/crontab",), ()),
     ),
     Template(
