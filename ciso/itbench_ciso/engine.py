@@ -56,6 +56,17 @@ class PolicyEngine(ABC):
             PolicyError: the modules do not compile.
         """
 
+    def evaluate_queries(
+        self, modules: dict[str, str], queries: list[str], inputs: list[Any]
+    ) -> list[list[Verdict]]:
+        """Evaluate several queries per input: ``result[i][j]`` is query ``j`` on input ``i``.
+
+        Raises:
+            PolicyError: the modules do not compile.
+        """
+        per_query = [self.evaluate(modules, q, inputs) for q in queries]
+        return [[per_query[j][i] for j in range(len(queries))] for i in range(len(inputs))]
+
     def close(self) -> None:  # noqa: B027 - optional
         """Release whatever the engine holds."""
 
@@ -160,12 +171,18 @@ class EmbeddedEngine(PolicyEngine):
 
     def evaluate(self, modules: dict[str, str], query: str, inputs: list[Any]) -> list[Verdict]:
         """Evaluate ``query`` once per input with one interpreter."""
-        out: list[Verdict] = []
+        return [row[0] for row in self.evaluate_queries(modules, [query], inputs)]
+
+    def evaluate_queries(
+        self, modules: dict[str, str], queries: list[str], inputs: list[Any]
+    ) -> list[list[Verdict]]:
+        """Every query on every input, setting each input once (the costly step)."""
+        out: list[list[Verdict]] = []
         with _REGO_LOCK:
             interp = self._interpreter(modules)
             for doc in inputs:
                 interp.set_input(doc)
-                out.append(self._query(interp, query, modules))
+                out.append([self._query(interp, q, modules) for q in queries])
         return out
 
 

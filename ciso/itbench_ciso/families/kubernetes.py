@@ -169,6 +169,10 @@ class KubernetesRuntime(Runtime):
 class UpdateRuntime(KubernetesRuntime):
     """An existing policy set plus a changed requirement for one of its policies."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._before: list[list[set[str]]] | None = None
+
     def original(self) -> dict[str, str]:
         """The existing policy set, file name -> source."""
         return original_set(self.spec.policy_set)
@@ -221,28 +225,24 @@ class UpdateRuntime(KubernetesRuntime):
         if error is not None:
             return self._nothing(start, error, compiles=False)
         docs = [v.data for v in self.hidden]
-        original = self.original()
-        changed_pkg = package_of(self.spec.changed)
+        others = [c for c in self.spec.policy_set if c != self.spec.changed]
+        queries = [f"data.{package_of(c)}.{RULE}" for c in [self.spec.changed, *others]]
         try:
-            answers = self.engine.evaluate(policies, f"data.{changed_pkg}.{RULE}", docs)
+            rows = self.engine.evaluate_queries(policies, queries, docs)
         except PolicyError as exc:
             return self._nothing(start, str(exc), compiles=False)
+        answers = [row[0] for row in rows]
         flagged: list[set[str] | None] = [
             None if r.error else flagged_ids(r.value) for r in answers
         ]
         conf, judgements = judge_resources(self.hidden, flagged, [r.error for r in answers])
+        before = self._original_verdicts(others, docs)
         drift: dict[str, list[str]] = {}
-        for cid in self.spec.policy_set:
-            if cid == self.spec.changed:
-                continue
-            query = f"data.{package_of(cid)}.{RULE}"
-            before = self.engine.evaluate(original, query, docs)
-            after = self.engine.evaluate(policies, query, docs)
-            for v, b, a in zip(self.hidden, before, after, strict=True):
-                if a.error or flagged_ids(a.value) != flagged_ids(b.value):
+        for v, row, base in zip(self.hidden, rows, before, strict=True):
+            for cid, after, orig in zip(others, row[1:], base, strict=True):
+                if after.error or flagged_ids(after.value) != orig:
                     drift.setdefault(cid, []).append(v.name)
         unchanged = not drift
-        others = len(self.spec.policy_set) - 1
         return evaluation(
             conf,
             judgements,
@@ -252,11 +252,19 @@ class UpdateRuntime(KubernetesRuntime):
             extra={
                 "other_policies_unchanged": unchanged,
                 "other_policies_changed": len(drift),
-                "other_policies": others,
+                "other_policies": len(others),
             },
             details={"changed_verdicts": drift},
             gate=unchanged,
         )
+
+    def _original_verdicts(self, others: list[str], docs: list[Any]) -> list[list[set[str]]]:
+        """What the unchanged policies flag on each hidden variant (computed once)."""
+        if self._before is None:
+            queries = [f"data.{package_of(c)}.{RULE}" for c in others]
+            rows = self.engine.evaluate_queries(self.original(), queries, docs)
+            self._before = [[flagged_ids(r.value) for r in row] for row in rows]
+        return self._before
 
     def _nothing(self, start: float, why: str, compiles: bool = False) -> Evaluation:
         ev = super()._nothing(start, why, compiles)
