@@ -91,18 +91,23 @@ def playbook_problem(text: str) -> str | None:
     return walk(doc, "playbook")
 
 
-def inventory(hosts: dict[str, Path], evidence_dir: Path) -> dict[str, Any]:
-    """The YAML inventory of ``hosts`` (name -> root directory): local connection."""
+def host_root(root: Path) -> dict[str, Any]:
+    """Host variables of a host whose ``/`` is the directory ``root``."""
+    return {"host_root": str(root.resolve())}
+
+
+def inventory(hosts: dict[str, dict[str, Any]], evidence_dir: Path) -> dict[str, Any]:
+    """The YAML inventory of ``hosts`` (name -> host variables), local connection."""
     return {
         "all": {
             "children": {
                 "targets": {
                     "hosts": {
                         name: {
-                            "host_root": str(root.resolve()),
+                            **host_vars,
                             "evidence_file": str((evidence_dir / f"{name}.json").resolve()),
                         }
-                        for name, root in sorted(hosts.items())
+                        for name, host_vars in sorted(hosts.items())
                     }
                 }
             },
@@ -116,7 +121,7 @@ def inventory(hosts: dict[str, Path], evidence_dir: Path) -> dict[str, Any]:
 
 def run_playbook(
     text: str,
-    hosts: dict[str, Path],
+    hosts: dict[str, dict[str, Any]],
     run_dir: Path,
     trial_dir: Path,
     timeout: float = 60.0,
@@ -125,7 +130,7 @@ def run_playbook(
 
     Args:
         text: The playbook (YAML).
-        hosts: Host name -> directory standing for the host's ``/``.
+        hosts: Host name -> its variables (``host_root``, endpoint credentials...).
         run_dir: Fresh directory for this run (private data dir, evidence, temp files).
         trial_dir: The trial's directory (pid record for recovery).
         timeout: Seconds the playbook may run.

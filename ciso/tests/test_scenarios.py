@@ -63,3 +63,46 @@ def test_baseline_solves_some_but_not_all(
         submission = domain.baseline(task, toolbox)
         result = judge(domain, spec, env, ctx, submission)
     assert result.passed is solved, result.details
+
+
+def test_cloud_evidence_through_an_ansible_playbook(
+    domain: CisoDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """The cloud family accepts a playbook instead of a collector (one host per account)."""
+    import yaml
+    from itbench_ciso.oracle import reference
+
+    spec = catalog.scenarios["ciso/cloud-password-policy"]
+    assert isinstance(spec, CisoSpec)
+    ref = reference(spec)
+    playbook = yaml.safe_dump(
+        [
+            {
+                "hosts": "all",
+                "gather_facts": False,
+                "vars": {"collector": ref.collector},
+                "tasks": [
+                    {
+                        "name": "Collect with boto3",
+                        "ansible.builtin.command": {
+                            "argv": ["{{ ansible_python_interpreter }}", "-c", "{{ collector }}"]
+                        },
+                        "environment": "{{ aws_environment }}",
+                        "register": "out",
+                        "changed_when": False,
+                    },
+                    {"ansible.builtin.set_fact": {"evidence": "{{ out.stdout | from_json }}"}},
+                ],
+            }
+        ],
+        sort_keys=False,
+    )
+    with live(domain, spec, tmp_path) as (env, ctx):
+        toolbox, _ = toolbox_and_task(domain, spec, env, ctx)
+        visible = toolbox.call("run_playbook", playbook=playbook)
+        result = judge(
+            domain, spec, env, ctx, ref.model_copy(update={"collector": None, "playbook": playbook})
+        )
+    assert visible["status"] == "successful" and "password_policy" in visible["evidence"]
+    assert result.passed, result.details
+    assert result.metrics["evidence_collected"] == 1.0

@@ -10,7 +10,8 @@ from typing import Any
 from itbench.domain import InfrastructureError
 from itbench.models import Evaluation
 from itbench.tools import Tool
-from itbench_ciso.aws import DEFAULT_CREDENTIALS, MotoServer
+from itbench_ciso.ansible import PlayOutcome, run_playbook
+from itbench_ciso.aws import DEFAULT_CREDENTIALS, REGION, MotoServer
 from itbench_ciso.checks import cloud
 from itbench_ciso.collector import Collected, run_collector
 from itbench_ciso.engine import PACKAGE, RULE
@@ -22,13 +23,17 @@ from itbench_ciso.spec import CisoSubmission
 COLLECTOR_TIMEOUT = 60.0
 
 CONTRACT = (
-    "Submit `collector` (a Python 3 script) and `policy` (a Rego v1 module, `package "
-    "compliance`, `import rego.v1`). The harness runs the collector once per account with "
-    "AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN and "
-    "AWS_DEFAULT_REGION set (boto3 and the AWS CLI pick them up); it must print one JSON "
-    "document, the evidence, on stdout. The policy gets that document as `input` and must "
-    "define the set `violations`: non-empty exactly when the account does not meet the "
-    "requirement. The collector runs with a time limit and may write only in its working "
+    "Submit `policy` (a Rego v1 module, `package compliance`, `import rego.v1`) and either "
+    "`collector` (a Python 3 script) or `playbook` (an Ansible playbook). The harness runs the "
+    "collector once per account with AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, "
+    "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN and AWS_DEFAULT_REGION set (boto3 and the AWS "
+    "CLI pick them up); it must print one JSON document, the evidence, on stdout. A playbook "
+    "instead runs once, on an inventory with one host per account (connection local) whose "
+    "variable `aws_environment` holds those environment variables (use it as a task's "
+    "`environment`); it must set the host fact `evidence` or write the JSON to "
+    "`{{ evidence_file }}`. The policy gets an account's evidence as `input` and must define "
+    "the set `violations`: non-empty exactly when the account does not meet the requirement. "
+    "Collectors and playbooks run with a time limit and may write only in their own run "
     "directory."
 )
 
@@ -90,7 +95,42 @@ class CloudRuntime(Runtime):
                 self.last_evidence = out.evidence
             return {"evidence": out.evidence, "problem": out.problem, "stderr": out.stderr}
 
-        return [Tool.from_function(run_collector), self.policy_tool(lambda: self.last_evidence)]
+        def run_playbook(playbook: str) -> dict[str, Any]:
+            """Run an Ansible evidence playbook on the visible account, as the harness will.
+
+            Returns the status, the account's evidence and the end of the output.
+            """
+            self.runs += 1
+            hosts = {"account": self._host_vars(DEFAULT_CREDENTIALS.account_id)}
+            out = self._play(playbook, hosts, f"agent-{self.runs}")
+            if "account" in out.evidence:
+                self.last_evidence = out.evidence["account"]
+            return {
+                "status": out.status,
+                "evidence": out.evidence.get("account"),
+                "problems": out.problems,
+                "output": out.output,
+            }
+
+        return [
+            Tool.from_function(run_collector),
+            Tool.from_function(run_playbook),
+            self.policy_tool(lambda: self.last_evidence),
+        ]
+
+    def _host_vars(self, account: str) -> dict[str, Any]:
+        creds = self.server.account(account)
+        return {
+            "aws_environment": creds.env(self.server.url),
+            "aws_endpoint_url": self.server.url,
+            "aws_region": REGION,
+        }
+
+    def _play(self, playbook: str, hosts: dict[str, dict[str, Any]], label: str) -> PlayOutcome:
+        run_dir = self.ctx.trial_dir / "playbook-runs" / label
+        outcome = run_playbook(playbook, hosts, run_dir, self.ctx.trial_dir, self.timeout)
+        self.save(f"playbook-runs/{label}.json", json.dumps(outcome.summary(), indent=1))
+        return outcome
 
     def context(self) -> dict[str, Any]:
         """Endpoint, credentials and the contract."""
@@ -110,9 +150,10 @@ class CloudRuntime(Runtime):
         start = timer()
         self.save_hidden()
         script = submission.collector if submission else None
+        playbook = submission.playbook if submission else None
         policy = submission.policy if submission else None
-        if not script or not policy:
-            return self._nothing(start, "collector and policy are both required")
+        if not (script or playbook) or not policy:
+            return self._nothing(start, "a collector or a playbook, and a policy, are required")
         modules = {"policy.rego": policy}
         error = self.compile_policy(modules)
         self.server.reset()
@@ -130,17 +171,30 @@ class CloudRuntime(Runtime):
             raise InfrastructureError(
                 f"seeding the hidden accounts failed: {type(exc).__name__}: {exc}"
             ) from exc
-        with ThreadPoolExecutor(max_workers=3) as pool:
-            collected = dict(
-                zip(
-                    [v.name for v in self.hidden],
-                    pool.map(
-                        lambda v: self._collect(script, accounts[v.name], f"judge-{v.name}"),
-                        self.hidden,
-                    ),
-                    strict=True,
+        if script:
+            with ThreadPoolExecutor(max_workers=3) as pool:
+                collected = dict(
+                    zip(
+                        [v.name for v in self.hidden],
+                        pool.map(
+                            lambda v: self._collect(script, accounts[v.name], f"judge-{v.name}"),
+                            self.hidden,
+                        ),
+                        strict=True,
+                    )
                 )
-            )
+        else:
+            assert playbook is not None
+            hosts = {v.name: self._host_vars(accounts[v.name]) for v in self.hidden}
+            played = self._play(playbook, hosts, "judge")
+            collected = {
+                v.name: Collected(
+                    evidence=played.evidence.get(v.name),
+                    problem=None if v.name in played.evidence else played.problems.get(v.name),
+                    stderr=played.output if v.name not in played.evidence else "",
+                )
+                for v in self.hidden
+            }
         self.save(
             "collector-runs/judge.json",
             json.dumps(

@@ -11,7 +11,7 @@ import yaml
 
 from itbench.models import Evaluation
 from itbench.tools import Tool
-from itbench_ciso.ansible import PlayOutcome, inventory, run_playbook
+from itbench_ciso.ansible import PlayOutcome, host_root, inventory, run_playbook
 from itbench_ciso.checks import Variant, linux
 from itbench_ciso.engine import PACKAGE, RULE
 from itbench_ciso.families import Runtime, timer
@@ -61,15 +61,17 @@ class LinuxRuntime(Runtime):
             roots[v.name] = root
         self.roots = roots
         (self.workspace / "evidence").mkdir(exist_ok=True)
+        host_vars = {name: host_root(root) for name, root in roots.items()}
         (self.workspace / "inventory.yml").write_text(
-            yaml.safe_dump(inventory(roots, self.workspace / "evidence"), sort_keys=True),
+            yaml.safe_dump(inventory(host_vars, self.workspace / "evidence"), sort_keys=True),
             encoding="utf-8",
         )
 
     def _run(self, playbook: str, hosts: dict[str, Path], label: str) -> PlayOutcome:
         self.runs += 1
         run_dir = self.ctx.trial_dir / "playbook-runs" / f"{label}-{self.runs}"
-        outcome = run_playbook(playbook, hosts, run_dir, self.ctx.trial_dir, self.timeout)
+        host_vars = {name: host_root(root) for name, root in hosts.items()}
+        outcome = run_playbook(playbook, host_vars, run_dir, self.ctx.trial_dir, self.timeout)
         self.save(
             f"playbook-runs/{label}-{self.runs}.json", json.dumps(outcome.summary(), indent=1)
         )
