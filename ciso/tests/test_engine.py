@@ -115,3 +115,54 @@ def test_opa_and_embedded_agree_on_every_reference_policy(opa_engine: PolicyEngi
         ours = embedded.evaluate(modules, "data.compliance.violations", docs)
         theirs = opa_engine.evaluate(modules, "data.compliance.violations", docs)
         assert [sets_as_lists(v.value) for v in ours] == [sets_as_lists(v.value) for v in theirs]
+
+
+def test_engine_selection_errors_are_infrastructure_errors(tmp_path: Path) -> None:
+    """An unknown engine, or `opa` without a server, is a setup error, not an agent failure."""
+    from itbench_ciso.domain import CisoDomain
+    from itbench_ciso.environment import CisoEnvironment
+    from itbench_ciso.spec import CisoSpec
+
+    from itbench.domain import InfrastructureError, TrialContext
+
+    spec = CisoSpec.model_validate(
+        {
+            "id": "ciso/t",
+            "domain": "ciso",
+            "family": "kubernetes",
+            "check": "k8s-host-pid",
+            "task_types": ["policy-generation"],
+        }
+    )
+    assert "hostPID" in spec.goal
+    choices = [{"policy_engine": "rego-ng"}]
+    if opa_available() is not None:
+        choices.append({"policy_engine": "opa"})
+    for options in choices:
+        ctx = TrialContext("t", 1, tmp_path / "t", tmp_path / "w", 20999, 2, options=options)
+        env = CisoDomain().create_environment(spec, ctx)
+        assert isinstance(env, CisoEnvironment)
+        with pytest.raises(InfrastructureError, match="policy_engine"):
+            env.setup()
+        env.teardown()
+
+
+def test_spec_errors_name_the_field() -> None:
+    from itbench_ciso.spec import CisoSpec
+    from pydantic import ValidationError
+
+    base = {"id": "ciso/t", "domain": "ciso", "task_types": ["policy-generation"]}
+    with pytest.raises(ValidationError, match="unknown check"):
+        CisoSpec.model_validate({**base, "family": "kubernetes", "check": "k8s-nope"})
+    with pytest.raises(ValidationError, match="belongs to family"):
+        CisoSpec.model_validate({**base, "family": "linux", "check": "k8s-host-pid"})
+    with pytest.raises(ValidationError, match="changed"):
+        CisoSpec.model_validate(
+            {
+                **base,
+                "family": "policy-update",
+                "check": "k8s-host-namespaces",
+                "policy_set": ["k8s-privileged"],
+                "changed": "k8s-host-network",
+            }
+        )
