@@ -371,7 +371,7 @@ def focus_rows(
     """
     rows: list[dict[str, Any]] = []
     service_names = {k: prices.service_name(k) for k in _CATEGORY}
-    day0 = datetime(start.year, start.month, start.day, tzinfo=UTC)
+    periods = _Periods(datetime(start.year, start.month, start.day, tzinfo=UTC))
     payer_name = account_names.get(payer, "management")
     region = str(prices.raw["region"])
     region_name = str(prices.raw["region_name"])
@@ -414,26 +414,23 @@ def focus_rows(
             "Tags": tags,
         }
         per_hour = hourly and line.unit == "Hours" and line.service == "ec2_compute"
+        first = 8 if line.business_hours else 0
         for k, q in enumerate(line.quantities):
             if q <= 0:
                 continue
-            day = day0 + timedelta(days=k)
-            bp_start, bp_end = _month_bounds(day.date())
+            bp_start, bp_end, day_start, day_end = periods.day(k)
             if per_hour:
-                first = 8 if line.business_hours else 0
-                spans = [(day + timedelta(hours=first + h), 1.0) for h in range(int(q))]
-                length = timedelta(hours=1)
+                spans = [(*periods.hour(k, first + h), 1.0) for h in range(int(q))]
             else:
-                spans = [(day, q)]
-                length = timedelta(days=1)
-            for t, qty in spans:
+                spans = [(day_start, day_end, q)]
+            for start_iso, end_iso, qty in spans:
                 cost = round(qty * line.unit_price, 10)
                 row = dict(fixed)
                 row.update(
                     BillingPeriodStart=bp_start,
                     BillingPeriodEnd=bp_end,
-                    ChargePeriodStart=_iso(t),
-                    ChargePeriodEnd=_iso(t + length),
+                    ChargePeriodStart=start_iso,
+                    ChargePeriodEnd=end_iso,
                     PricingQuantity=round(qty, 6),
                     ConsumedQuantity=round(qty, 6),
                     ListCost=cost,
@@ -445,12 +442,39 @@ def focus_rows(
     return rows
 
 
+class _Periods:
+    """FOCUS timestamps of the days and hours of a period, formatted once each."""
+
+    def __init__(self, day0: datetime) -> None:
+        self.day0 = day0
+        self._days: dict[int, tuple[str, str, str, str]] = {}
+        self._hours: dict[tuple[int, int], tuple[str, str]] = {}
+
+    def day(self, k: int) -> tuple[str, str, str, str]:
+        """Billing period start and end, charge period start and end of day ``k``."""
+        got = self._days.get(k)
+        if got is None:
+            day = self.day0 + timedelta(days=k)
+            got = (*_month_bounds(day.date()), _iso(day), _iso(day + timedelta(days=1)))
+            self._days[k] = got
+        return got
+
+    def hour(self, k: int, h: int) -> tuple[str, str]:
+        """Charge period start and end of hour ``h`` of day ``k``."""
+        got = self._hours.get((k, h))
+        if got is None:
+            t = self.day0 + timedelta(days=k, hours=h)
+            got = (_iso(t), _iso(t + timedelta(hours=1)))
+            self._hours[(k, h)] = got
+        return got
+
+
 def to_csv(rows: list[dict[str, Any]]) -> bytes:
     """The rows as a FOCUS CSV file."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=FOCUS_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(FOCUS_COLUMNS)
+    writer.writerows([row[c] for c in FOCUS_COLUMNS] for row in rows)
     return buf.getvalue().encode()
 
 
