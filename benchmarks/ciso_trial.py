@@ -8,6 +8,8 @@ or collector on each) and tear down. Prints the median of several runs per scena
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import socket
 import statistics
 import tempfile
@@ -38,9 +40,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def cpu_seconds() -> float:
+    """User and system CPU time of this process and its waited-for children so far."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def one_trial(domain: CisoDomain, spec: CisoSpec, seed: int) -> tuple[float, dict[str, float]]:
-    """Total seconds of one oracle trial and the seconds of its phases."""
+    """Total seconds of one oracle trial and the seconds of its phases (and CPU seconds)."""
     phases: dict[str, float] = {}
+    cpu = cpu_seconds()
     with tempfile.TemporaryDirectory() as tmp:
         ctx = TrialContext(f"b{seed}", seed, Path(tmp) / "t", Path(tmp) / "w", free_port(), 2)
         ctx.trial_dir.mkdir()
@@ -62,6 +72,7 @@ def one_trial(domain: CisoDomain, spec: CisoSpec, seed: int) -> tuple[float, dic
             mark = time.perf_counter()
             env.teardown()
             phases["teardown"] = time.perf_counter() - mark
+        phases["cpu"] = cpu_seconds() - cpu
         return time.perf_counter() - start, phases
 
 
@@ -73,20 +84,23 @@ def main() -> None:
     domain = CisoDomain()
     catalog = ScenarioLoader({"ciso": domain}).load([CATALOG]).scenarios
     print(f"CISO oracle trial time, embedded engine, median of {args.runs} runs")
+    print(f"  (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     for sid in args.scenario or SCENARIOS:
         spec = catalog[sid]
         assert isinstance(spec, CisoSpec)
-        totals, evals, setups = [], [], []
+        totals, evals, setups, cpus = [], [], [], []
         for i in range(args.runs):
             total, phases = one_trial(domain, spec, i)
             totals.append(total)
             evals.append(phases["evaluate"])
             setups.append(phases["setup"])
+            cpus.append(phases["cpu"])
         med = statistics.median(totals)
         goal = "ok" if med <= 5.0 else "over the 5 s goal"
         print(
             f"  {sid:<40} {med:6.2f} s  (setup {statistics.median(setups):.2f} s, "
-            f"judge {statistics.median(evals):.2f} s; {spec.family}; {goal})"
+            f"judge {statistics.median(evals):.2f} s, CPU {statistics.median(cpus):.2f} s; "
+            f"{spec.family}; {goal})"
         )
 
 
