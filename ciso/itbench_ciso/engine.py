@@ -201,6 +201,7 @@ class OpaEngine(PolicyEngine):
     def __init__(self, url: str) -> None:
         from urllib.parse import urlparse
 
+        import requests
         from opa_client import OpaClient  # type: ignore[import-untyped]
 
         parsed = urlparse(url)
@@ -211,8 +212,15 @@ class OpaEngine(PolicyEngine):
         self._lock = threading.Lock()
         self._counter = 0
         self._prefix = ""
+        try:
+            resp = self.client._session.get(f"{url.rstrip('/')}/health", timeout=10)
+        except requests.RequestException as exc:
+            raise InfrastructureError(f"OPA server {url} is not reachable: {exc}") from None
+        if resp.status_code != 200:
+            raise InfrastructureError(f"OPA server {url} is not healthy: HTTP {resp.status_code}")
 
     def _load(self, modules: dict[str, str]) -> list[str]:
+        import requests
         from opa_client.errors import RegoParseError  # type: ignore[import-untyped]
 
         self._counter += 1
@@ -227,6 +235,9 @@ class OpaEngine(PolicyEngine):
             except RegoParseError as exc:
                 self._unload(ids)
                 raise PolicyError(str(exc)) from None
+            except (OSError, requests.RequestException) as exc:
+                self._unload(ids)
+                raise InfrastructureError(f"OPA server {self.url}: {exc}") from None
             except Exception as exc:  # the client raises several types for a 400
                 self._unload(ids)
                 raise PolicyError(f"{type(exc).__name__}: {exc}") from None

@@ -166,3 +166,13 @@ def test_spec_errors_name_the_field() -> None:
                 "changed": "k8s-host-network",
             }
         )
+
+
+def test_unreachable_opa_server_is_an_infrastructure_error() -> None:
+    from itbench.domain import InfrastructureError
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])  # bound, never listening: connections are refused
+        with pytest.raises(InfrastructureError, match="not reachable"):
+            OpaEngine(f"http://127.0.0.1:{port}")
