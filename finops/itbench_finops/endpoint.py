@@ -28,20 +28,36 @@ WARMUP: tuple[tuple[str, str, dict[str, Any]], ...] = (
 def cache_region_lists() -> None:
     """Answer ``Session.get_available_regions`` from a cache.
 
-    moto asks a fresh boto3 session for region lists many times while it loads; each fresh
-    session parses botocore's endpoint data again. The answer never changes in one process.
+    moto asks fresh boto3 sessions for the region lists of each service in every partition
+    while it loads; each ask parses the service's whole model again (megabytes for EC2) just
+    to read its endpoint prefix. The answers never change in one process, so each service's
+    prefix is read once and each list resolved once, the way botocore resolves it.
     """
     import boto3.session  # type: ignore[import-untyped]
+    from botocore.exceptions import UnknownServiceError  # type: ignore[import-untyped]
 
-    original = boto3.session.Session.get_available_regions
     cache: dict[tuple[str, str, bool], list[str]] = {}
+    prefixes: dict[str, str | None] = {}
 
     def cached(
         self: Any, service_name: str, partition_name: str = "aws", allow_non_regional: bool = False
     ) -> list[str]:
         key = (service_name, partition_name, allow_non_regional)
         if key not in cache:
-            cache[key] = original(self, service_name, partition_name, allow_non_regional)
+            core = self._session
+            if service_name not in prefixes:
+                try:
+                    meta = core.get_service_data(service_name)["metadata"]
+                    prefixes[service_name] = meta.get("endpointPrefix", service_name)
+                except UnknownServiceError:
+                    prefixes[service_name] = None
+            prefix = prefixes[service_name]
+            resolver = core._get_internal_component("endpoint_resolver")
+            cache[key] = (
+                resolver.get_available_endpoints(prefix, partition_name, allow_non_regional)
+                if prefix is not None
+                else []
+            )
         return list(cache[key])
 
     boto3.session.Session.get_available_regions = cached

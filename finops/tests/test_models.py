@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from datetime import date
 from pathlib import Path
 
@@ -192,3 +194,30 @@ def test_no_resource_name_or_tag_in_the_catalog_names_its_fault(catalog: Catalog
                     found.append(f"{sid}: {text!r}")
     assert not found, found
     assert telltales("lb-old-api") == {"old"}  # the check itself bites
+
+
+_REGION_CHECK = """
+import boto3.session
+from itbench_finops import endpoint
+
+original = boto3.session.Session.get_available_regions
+keys = [
+    (service, partition, False)
+    for service in ("ec2", "elb", "elbv2", "rds", "autoscaling", "cloudwatch", "no-such")
+    for partition in ("aws", "aws-cn")
+] + [("s3", "aws", True)]
+want = [original(boto3.session.Session(), *k) for k in keys]
+endpoint.cache_region_lists()
+got = [boto3.session.Session().get_available_regions(*k) for k in keys]
+assert got == want, [k for k, g, w in zip(keys, got, want) if g != w]
+assert "us-east-1" in got[0]
+print("ok")
+"""
+
+
+def test_endpoint_region_cache_answers_as_botocore_does() -> None:
+    """The endpoint's shortcut for moto's region lists changes no answer (own process)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _REGION_CHECK], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
