@@ -46,6 +46,8 @@ log = logging.getLogger("itbench.runner")
 
 #: Seconds an environment may take to make its fault observable, unless overridden.
 DEFAULT_READY_TIMEOUT = 120.0
+#: Seconds an agent past its time limit (or cancelled) gets to stop what it started.
+AGENT_STOP_GRACE = 10.0
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -435,14 +437,14 @@ class TrialRun:
         thread.start()
         while thread.is_alive() and time.perf_counter() - start < limit:
             if self.runner.cancel.is_set():
-                self.toolbox.close()
+                self._stop_agent(thread)
                 raise _Cancelled
             thread.join(timeout=0.05)
         self.timings.agent = round(time.perf_counter() - start, 6)
         agent_obj = box.get("agent")
         self.usage = getattr(agent_obj, "usage", None)
         if thread.is_alive():
-            self.toolbox.close()
+            self._stop_agent(thread)
             self.status = TrialStatus.timeout
             self.error = f"agent exceeded its time limit of {limit:g}s"
             return None
@@ -453,6 +455,17 @@ class TrialRun:
             return None
         submission = box.get("submission")
         return self._check_submission(submission)
+
+    def _stop_agent(self, thread: threading.Thread) -> None:
+        """Close the toolbox and give the agent a moment to stop what it started.
+
+        An agent sees the closed toolbox and cleans up (the ``command`` agent stops its
+        program's process group); without the wait, a run that ends right after could exit
+        while that clean-up is still pending and leave the program running.
+        """
+        if self.toolbox is not None:
+            self.toolbox.close()
+        thread.join(timeout=AGENT_STOP_GRACE)
 
     def _check_submission(self, raw: Any) -> Submission | None:
         """Coerce the agent's return value to the domain's submission model."""
