@@ -31,6 +31,7 @@ def test_domain_plugins_load_from_entry_points_without_problems(itbench: CliFn) 
     data = itbench("plugins", "--json").json()
     plugins = {p["name"]: p for p in data["plugins"]}  # type: ignore[index]
     on_disk = _domains_on_disk()
+    assert {"sre", "ciso", "finops"} <= on_disk
     for domain in on_disk:
         assert plugins[domain]["source"] == "entrypoint"
         assert plugins[domain]["distribution"] == f"itbench-{domain}"
