@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import sys
 import threading
-import urllib.request
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from itbench.domain import InfrastructureError
-from itbench.process import ManagedProcess, wait_for_port
+from itbench.moto import ACCESS_KEY, DEFAULT_ACCOUNT, REGION, SECRET_KEY
+from itbench.moto import MotoServer as _MotoServer
 
-REGION = "us-east-1"
-#: moto's default account and the access key that maps to it.
-DEFAULT_ACCOUNT = "123456789012"
-ACCESS_KEY = "AKIAIOSFODNN7EXAMPLE"
-SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+__all__ = ["DEFAULT_ACCOUNT", "DEFAULT_CREDENTIALS", "REGION", "Credentials", "MotoServer"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +47,8 @@ def _session() -> Any:
     return boto3.session.Session()
 
 
-class MotoServer:
-    """``moto.server`` on 127.0.0.1, started and stopped by the trial.
+class MotoServer(_MotoServer):
+    """The core's moto server with cached per-account boto3 clients.
 
     Args:
         port: TCP port from the trial's block.
@@ -63,58 +56,13 @@ class MotoServer:
     """
 
     def __init__(self, port: int, trial_dir: Path) -> None:
-        self.port = port
+        super().__init__(port, trial_dir)
         self._lock = threading.Lock()
         self._clients: dict[tuple[str, str], Any] = {}
-        self.process = ManagedProcess(
-            "aws-endpoint",
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            trial_dir,
-            env={
-                "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-                "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-                "AWS_DEFAULT_REGION": REGION,
-                "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
-                "PYTHONDONTWRITEBYTECODE": "1",
-            },
-        )
 
-    @property
-    def url(self) -> str:
-        """The endpoint URL of every service."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 30.0) -> None:
-        """Start and wait for the port."""
-        self.process.start()
-        try:
-            wait_for_port(self.port, timeout, proc=self.process.proc)
-        except InfrastructureError as exc:
-            self.stop()
-            raise InfrastructureError(
-                f"AWS endpoint: {exc}; log: {self.process.log_tail()}"
-            ) from None
-
-    def stop(self) -> None:
+    def stop(self, timeout: float = 1.0) -> None:
         """Stop the server (idempotent)."""
-        self.process.stop(timeout=1.0)
-
-    def alive(self) -> bool:
-        """Whether the server runs."""
-        return self.process.alive()
-
-    def reset(self) -> None:
-        """Forget every account's resources.
-
-        Raises:
-            InfrastructureError: the reset call failed.
-        """
-        req = urllib.request.Request(f"{self.url}/moto-api/reset", data=b"", method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - local URL
-                json.loads(resp.read() or b"{}")
-        except (OSError, ValueError) as exc:
-            raise InfrastructureError(f"resetting the AWS endpoint failed: {exc}") from exc
+        super().stop(timeout)
 
     def client(self, service: str, creds: Credentials = DEFAULT_CREDENTIALS) -> Any:
         """A boto3 client of ``service`` for the account of ``creds`` (cached; thread safe)."""

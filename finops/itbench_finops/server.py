@@ -1,26 +1,18 @@
-"""The moto server of one environment: a real AWS wire-protocol endpoint on 127.0.0.1."""
+"""The AWS endpoint of one FinOps environment: the core's moto server running our endpoint."""
 
 from __future__ import annotations
 
-import json
-import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any
 
-from itbench.domain import InfrastructureError
-from itbench.process import ManagedProcess, wait_for_port
+from itbench.moto import ACCESS_KEY, REGION, SECRET_KEY
+from itbench.moto import DEFAULT_ACCOUNT as MANAGEMENT_ACCOUNT
+from itbench.moto import MotoServer as _MotoServer
 
-#: Credentials of the sandbox's management account (moto's default account).
-MANAGEMENT_ACCOUNT = "123456789012"
-ACCESS_KEY = "AKIAIOSFODNN7EXAMPLE"
-SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-REGION = "us-east-1"
+__all__ = ["ACCESS_KEY", "MANAGEMENT_ACCOUNT", "REGION", "SECRET_KEY", "MotoServer"]
 
 
-class MotoServer:
-    """A ``moto.server`` process owned by one trial.
+class MotoServer(_MotoServer):
+    """moto plus the Budgets operations of :mod:`itbench_finops.endpoint`.
 
     Args:
         port: TCP port on 127.0.0.1 (from the trial's block).
@@ -28,74 +20,4 @@ class MotoServer:
     """
 
     def __init__(self, port: int, trial_dir: Path) -> None:
-        self.port = port
-        self.trial_dir = trial_dir
-        self.process = ManagedProcess(
-            "aws-endpoint",
-            [sys.executable, "-m", "itbench_finops.endpoint", "-H", "127.0.0.1", "-p", str(port)],
-            trial_dir,
-            # Keep the server from reading a developer's AWS config or making outbound calls.
-            env={
-                "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-                "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-                "AWS_DEFAULT_REGION": REGION,
-                "MOTO_ALLOW_NONEXISTENT_REGION": "false",
-                "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
-                "PYTHONDONTWRITEBYTECODE": "1",
-            },
-        )
-
-    @property
-    def url(self) -> str:
-        """Endpoint URL for every AWS service."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 20.0) -> None:
-        """Start the server and wait until its port is open."""
-        self.launch()
-        self.wait(timeout)
-
-    def launch(self) -> None:
-        """Start the server process without waiting for it."""
-        self.process.start()
-
-    def wait(self, timeout: float = 20.0) -> None:
-        """Wait until the server accepts connections.
-
-        Raises:
-            InfrastructureError: it exited or did not open its port in time.
-        """
-        try:
-            wait_for_port(self.port, timeout, proc=self.process.proc)
-        except InfrastructureError as exc:
-            self.stop()
-            raise InfrastructureError(
-                f"AWS endpoint on port {self.port}: {exc}; log: {self.process.log_tail()}"
-            ) from None
-
-    def stop(self) -> None:
-        """Stop the server (idempotent)."""
-        self.process.stop()
-
-    def alive(self) -> bool:
-        """Whether the server process runs."""
-        return self.process.alive()
-
-    def admin(self, path: str, body: Any | None = None, method: str = "POST") -> bytes:
-        """Call one of moto's ``/moto-api/`` endpoints.
-
-        Raises:
-            InfrastructureError: the call failed.
-        """
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(
-            f"{self.url}/moto-api/{path}",
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - local URL
-                return bytes(resp.read())
-        except (urllib.error.URLError, OSError) as exc:
-            raise InfrastructureError(f"moto admin call {path} failed: {exc}") from exc
+        super().__init__(port, trial_dir, module="itbench_finops.endpoint")

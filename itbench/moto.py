@@ -1,0 +1,115 @@
+"""A moto server owned by one trial: the AWS wire protocol on 127.0.0.1.
+
+Shared by the domains whose environments are AWS accounts. The core does not import moto: the
+server runs as a subprocess of the domain's own distribution, which depends on ``moto[server]``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from itbench.domain import InfrastructureError
+from itbench.process import ManagedProcess, wait_for_port
+
+REGION = "us-east-1"
+#: moto's default account and the access key pair that maps to it.
+DEFAULT_ACCOUNT = "123456789012"
+ACCESS_KEY = "AKIAIOSFODNN7EXAMPLE"
+SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+class MotoServer:
+    """A moto server process owned by one trial.
+
+    Args:
+        port: TCP port on 127.0.0.1 (from the trial's block).
+        trial_dir: The trial's artifact directory (log and pid file).
+        module: The Python module run as the server (``python -m MODULE -H HOST -p PORT``); a
+            domain that extends moto's API passes its own.
+    """
+
+    def __init__(self, port: int, trial_dir: Path, module: str = "moto.server") -> None:
+        self.port = port
+        self.trial_dir = trial_dir
+        self.process = ManagedProcess(
+            "aws-endpoint",
+            [sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(port)],
+            trial_dir,
+            # Keep the server from reading a developer's AWS config or making outbound calls.
+            env={
+                "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+                "AWS_DEFAULT_REGION": REGION,
+                "MOTO_ALLOW_NONEXISTENT_REGION": "false",
+                "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
+                "PYTHONDONTWRITEBYTECODE": "1",
+            },
+        )
+
+    @property
+    def url(self) -> str:
+        """Endpoint URL of every AWS service."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start the server and wait until its port is open."""
+        self.launch()
+        self.wait(timeout)
+
+    def launch(self) -> None:
+        """Start the server process without waiting for it (to overlap its start with work)."""
+        self.process.start()
+
+    def wait(self, timeout: float = 30.0) -> None:
+        """Wait until the server accepts connections.
+
+        Raises:
+            InfrastructureError: it exited or did not open its port in time.
+        """
+        try:
+            wait_for_port(self.port, timeout, proc=self.process.proc)
+        except InfrastructureError as exc:
+            self.stop()
+            raise InfrastructureError(
+                f"AWS endpoint on port {self.port}: {exc}; log: {self.process.log_tail()}"
+            ) from None
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the server (idempotent); SIGKILL if it lingers past ``timeout``."""
+        self.process.stop(timeout=timeout)
+
+    def alive(self) -> bool:
+        """Whether the server process runs."""
+        return self.process.alive()
+
+    def admin(self, path: str, body: Any | None = None, method: str = "POST") -> bytes:
+        """Call one of moto's ``/moto-api/`` endpoints.
+
+        Raises:
+            InfrastructureError: the call failed.
+        """
+        data = json.dumps(body).encode() if body is not None else b""
+        req = urllib.request.Request(
+            f"{self.url}/moto-api/{path}",
+            data=data if method != "GET" else None,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - local URL
+                return bytes(resp.read())
+        except (urllib.error.URLError, OSError) as exc:
+            raise InfrastructureError(f"moto admin call {path} failed: {exc}") from exc
+
+    def reset(self) -> None:
+        """Forget every account's resources.
+
+        Raises:
+            InfrastructureError: the reset call failed.
+        """
+        self.admin("reset")
