@@ -27,6 +27,7 @@ from itbench.models import (
     TrialResult,
     TrialStatus,
 )
+from itbench.options import OptionError, parse_flags
 from itbench.results import RunDirError, RunStore
 from itbench.runner import Runner, RunOutcome, UsageError
 from itbench.session import Bench
@@ -59,8 +60,10 @@ def bench_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         help="An extra scenario catalog directory.",
     )
     @wraps(fn)
-    def wrapper(plugins: tuple[str, ...], scenario_paths: tuple[str, ...], **kwargs: Any) -> Any:
-        return fn(bench=_bench(plugins, scenario_paths), **kwargs)
+    def wrapper(
+        *args: Any, plugins: tuple[str, ...], scenario_paths: tuple[str, ...], **kwargs: Any
+    ) -> Any:
+        return fn(*args, bench=_bench(plugins, scenario_paths), **kwargs)
 
     return wrapper
 
@@ -186,7 +189,20 @@ def _run(
             raise click.UsageError(str(exc)) from None
 
 
-@cli.command()
+#: Lets plugin-registered flags (``itbench_register_options``) through to :func:`_plugin_flags`.
+PLUGIN_FLAGS = {"ignore_unknown_options": True, "allow_extra_args": True}
+
+
+def _plugin_flags(bench: Bench, tokens: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """Plain arguments and the trial options set by plugin flags among ``tokens``."""
+    try:
+        return parse_flags(tokens, bench.options)
+    except OptionError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+@cli.command(context_settings=PLUGIN_FLAGS)
+@click.pass_context
 @click.option("--agent", help="Agent name (see `itbench plugins`); required unless --resume.")
 @click.option("--scenarios", "-s", "patterns", multiple=True, help="Scenario id glob (repeatable).")
 @click.option("--domain", "domains", multiple=True)
@@ -204,6 +220,7 @@ def _run(
 @click.option("--plugin", "plugins", multiple=True, metavar="MODULE", help="Load a plugin module.")
 @click.option("--scenario-path", "scenario_paths", multiple=True, metavar="DIR")
 def evaluate(
+    ctx: click.Context,
     agent: str | None,
     patterns: tuple[str, ...],
     domains: tuple[str, ...],
@@ -222,6 +239,9 @@ def evaluate(
     scenario_paths: tuple[str, ...],
 ) -> None:
     """Run an agent on scenarios and record the results.
+
+    Plugins may add flags of their own (listed by `itbench plugins`), such as
+    `--policy-engine opa`; each sets a trial option like `--option KEY=VALUE`.
 
     Exits 0 when every trial ran (whatever the scores), 1 when any trial ended in an
     infrastructure error, 2 on a usage error, 130 when interrupted.
@@ -254,6 +274,12 @@ def evaluate(
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         run_dir = out or Path("runs") / f"{stamp}-{agent.replace('/', '_')}"
     bench = _bench(tuple(config.plugins), tuple(config.scenario_paths))
+    rest, flags = _plugin_flags(bench, list(ctx.args))
+    if rest:
+        raise click.UsageError(f"unexpected argument(s): {' '.join(rest)}")
+    if flags and resume is not None:
+        raise click.UsageError("a resumed run keeps its options; drop the flags or start a new run")
+    config.options.update(flags)
     _catalog(bench, quiet=True)
     _sigterm_as_interrupt()
     try:
@@ -284,7 +310,8 @@ def _print_outcome(outcome: RunOutcome, as_json: bool) -> None:
     console.out.print(", ".join(f"{n} {s}" for s, n in counts.items()), highlight=False)
 
 
-@cli.command()
+@cli.command(context_settings=PLUGIN_FLAGS)
+@click.pass_context
 @click.argument("patterns", nargs=-1)
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Domain option.")
@@ -292,6 +319,7 @@ def _print_outcome(outcome: RunOutcome, as_json: bool) -> None:
 @json_option
 @bench_options
 def validate(
+    ctx: click.Context,
     bench: Bench,
     patterns: tuple[str, ...],
     workers: int,
@@ -302,8 +330,11 @@ def validate(
     """Check scenarios: the oracle must pass each one and noop must fail it.
 
     Exits 1 when the oracle fails or noop passes any selected scenario, and, when no
-    PATTERN is given, when any scenario file of the catalog is rejected.
+    PATTERN is given, when any scenario file of the catalog is rejected. Plugin flags
+    (see `itbench plugins`) work as in `itbench evaluate`.
     """
+    rest, flags = _plugin_flags(bench, [*patterns, *ctx.args])
+    patterns = tuple(rest)
     _catalog(bench)
     specs = bench.catalog.select(patterns or ("*",))
     if not specs:
@@ -317,7 +348,7 @@ def validate(
                 agent=agent,
                 scenarios=[s.id for s in specs],
                 workers=workers,
-                options=_parse_options(options),
+                options={**_parse_options(options), **flags},
             )
             outcome = _run(
                 bench,
@@ -440,7 +471,8 @@ def plugins(as_json: bool, plugins: tuple[str, ...]) -> None:
     """List loaded plugins: source, distribution, version and the hooks each implements."""
     bench = _bench(plugins, ())
     # Calling the registration hooks surfaces plugins whose hooks raise.
-    bench.domains, bench.agents, bench.executors, bench.reporters, bench.catalog_paths  # noqa: B018
+    _ = (bench.domains, bench.agents, bench.executors, bench.reporters, bench.options)
+    _ = bench.catalog_paths
     rows: list[dict[str, Any]] = []
     for name, info in bench.host.infos.items():
         rows.append(
@@ -465,6 +497,15 @@ def plugins(as_json: bool, plugins: tuple[str, ...]) -> None:
                 "agents": sorted(bench.agents),
                 "executors": sorted(bench.executors),
                 "reporters": sorted(bench.reporters),
+                "options": [
+                    {
+                        "flag": f"--{o.name}",
+                        "key": o.key,
+                        "help": o.help,
+                        "choices": list(o.choices),
+                    }
+                    for o in bench.options.values()
+                ],
             }
         )
     else:
@@ -484,6 +525,9 @@ def plugins(as_json: bool, plugins: tuple[str, ...]) -> None:
         )
         console.out.print(f"domains: {', '.join(sorted(bench.domains)) or '–'}", highlight=False)
         console.out.print(f"agents: {', '.join(sorted(bench.agents))}", highlight=False)
+        for o in bench.options.values():
+            values = "|".join(o.choices) or "VALUE"
+            console.out.print(f"--{o.name} {values}: {o.help}", highlight=False, markup=False)
     _report_problems(bench)
 
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from itbench.domain import Domain
     from itbench.executors import ExecutorSpec
     from itbench.models import RunManifest, TrialResult
+    from itbench.options import OptionSpec
     from itbench.reporters import ReporterSpec
     from itbench.runner import PlannedTrial
 
@@ -75,6 +76,19 @@ def itbench_register_reporters() -> list[ReporterSpec]:
 
     Returns:
         :class:`itbench.reporters.ReporterSpec` objects; ``itbench report`` runs them all.
+    """
+
+
+@hookspec
+def itbench_register_options() -> list[OptionSpec]:
+    """Register run flags of ``itbench evaluate`` and ``itbench validate``.
+
+    A flag ``--NAME VALUE`` sets the trial option ``KEY`` that the domain reads from
+    :attr:`itbench.domain.TrialContext.options`, exactly as ``--option KEY=VALUE`` does, but
+    with its own name, help and allowed values in listings and error messages.
+
+    Returns:
+        :class:`itbench.options.OptionSpec` objects; each flag name must be unique.
     """
 
 

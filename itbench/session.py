@@ -9,6 +9,7 @@ from pathlib import Path
 from itbench.agents import AgentSpec
 from itbench.domain import Domain
 from itbench.executors import ExecutorSpec
+from itbench.options import OptionSpec
 from itbench.plugins import PluginHost, make_plugin_manager
 from itbench.registry import Catalog, ScenarioLoader
 from itbench.reporters import ReporterSpec
@@ -74,6 +75,12 @@ class Bench:
         """Registered reporters by name."""
         items = self._unique("itbench_register_reporters", "reporter")
         return {k: v for k, v in items.items() if isinstance(v, ReporterSpec)}
+
+    @cached_property
+    def options(self) -> dict[str, OptionSpec]:
+        """Registered run flags by name."""
+        items = self._unique("itbench_register_options", "option")
+        return {k: v for k, v in items.items() if isinstance(v, OptionSpec)}
 
     @cached_property
     def catalog_paths(self) -> list[Path]:

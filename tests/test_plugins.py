@@ -23,6 +23,7 @@ def test_plugins_json_lists_entry_point_plugins_with_distribution_and_hooks(itbe
         "itbench_register_agents",
         "itbench_register_catalog_paths",
         "itbench_register_domains",
+        "itbench_register_options",
     }
     assert plugins["itbench.agents"]["source"] == "builtin"
     assert "toy" in res.json()["domains"]  # type: ignore[index]
@@ -96,3 +97,35 @@ def test_the_community_scenario_package_template_installs_and_validates(itbench:
     assert "toy/community-example" in ids
     res = itbench("validate", "toy/community-example", "--json")
     assert res.returncode == 0 and res.json()["invalid"] == 0  # type: ignore[index]
+
+
+def test_a_plugin_flag_sets_its_trial_option_in_evaluate_and_validate(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    listed = itbench("plugins", "--json").json()["options"]  # type: ignore[index]
+    assert {
+        "flag": "--fail-setup",
+        "key": "fail_setup",
+        "help": "Make toy setups fail.",
+        "choices": ["1"],
+    } in listed
+    res = itbench(
+        "evaluate", "--agent", "toy/solver", "-s", "toy/healthy", "--fail-setup", "1", "--json"
+    )
+    assert res.returncode == 1, res.stderr
+    [row] = res.json()["results"]  # type: ignore[index]
+    assert row["status"] == "error" and "fail_setup" in row["error"]
+    # In validate the flag may stand among the patterns; the oracle then errors on setup.
+    res = itbench("validate", "--fail-setup=1", "toy/healthy", "--json")
+    assert res.returncode == 1
+    assert res.json()["invalid"] == 1  # type: ignore[index]
+
+
+def test_an_unknown_or_invalid_plugin_flag_is_a_usage_error(itbench: CliFn) -> None:
+    res = itbench("evaluate", "--agent", "noop", "-s", "toy/healthy", "--fail-setpu", "1")
+    assert res.returncode == 2
+    assert "no such option: --fail-setpu" in res.stderr and "--fail-setup" in res.stderr
+    res = itbench("evaluate", "--agent", "noop", "-s", "toy/healthy", "--fail-setup", "2")
+    assert res.returncode == 2 and "'2' is not one of 1" in res.stderr
+    res = itbench("evaluate", "--agent", "noop", "-s", "toy/healthy", "--fail-setup")
+    assert res.returncode == 2 and "--fail-setup needs a value" in res.stderr

@@ -332,7 +332,7 @@ def opa_available() -> str | None:
 
 
 def engine_choice(options: dict[str, Any]) -> str:
-    """The engine a run asked for (``--option policy_engine=embedded|opa``).
+    """The engine a run asked for (``--policy-engine embedded|opa``, or ``--option policy_engine=...``).
 
     Raises:
         InfrastructureError: an unknown engine name.

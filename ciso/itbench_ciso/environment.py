@@ -47,7 +47,7 @@ class CisoEnvironment(Environment):
 
     Args:
         spec: The scenario.
-        ctx: The trial context (``--option policy_engine=embedded|opa``).
+        ctx: The trial context (``--policy-engine embedded|opa``, or ``--option policy_engine=...``).
     """
 
     def __init__(self, spec: CisoSpec, ctx: TrialContext) -> None:

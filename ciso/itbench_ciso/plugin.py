@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from itbench import hookimpl
 from itbench.domain import Domain
+from itbench.options import OptionSpec
 
 
 @hookimpl
@@ -12,3 +13,16 @@ def itbench_register_domains() -> list[Domain]:
     from itbench_ciso.domain import CisoDomain
 
     return [CisoDomain()]
+
+
+@hookimpl
+def itbench_register_options() -> list[OptionSpec]:
+    """Register ``--policy-engine embedded|opa``."""
+    return [
+        OptionSpec(
+            "policy-engine",
+            "policy_engine",
+            "Rego engine: embedded (regopy, in-process) or opa (an OPA server).",
+            ("embedded", "opa"),
+        )
+    ]

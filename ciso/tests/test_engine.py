@@ -176,3 +176,29 @@ def test_unreachable_opa_server_is_an_infrastructure_error() -> None:
         port = int(sock.getsockname()[1])  # bound, never listening: connections are refused
         with pytest.raises(InfrastructureError, match="not reachable"):
             OpaEngine(f"http://127.0.0.1:{port}")
+
+
+def test_policy_engine_flag_selects_the_engine_on_the_command_line(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    def evaluate(*flags: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "itbench.cli", "evaluate", "--agent", "oracle"]
+        argv += ["-s", "ciso/k8s-host-network", "--json", *flags]
+        env = {k: v for k, v in os.environ.items() if k != "ITBENCH_OPA_URL"}
+        return subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env)
+
+    res = evaluate("--policy-engine", "embedded", "--out", "embedded")
+    assert res.returncode == 0, res.stderr
+    [row] = json.loads(res.stdout)["results"]
+    assert row["status"] == "passed"
+    manifest = json.loads((tmp_path / "embedded" / "manifest.json").read_text())
+    assert manifest["config"]["options"] == {"policy_engine": "embedded"}
+    res = evaluate("--policy-engine", "rego-ng")
+    assert res.returncode == 2 and "not one of embedded, opa" in res.stderr
+    if opa_binary() is None:
+        # Asking for OPA where none can be had is the harness's error, not the agent's.
+        res = evaluate("--policy-engine", "opa", "--out", "opa")
+        assert res.returncode == 1
+        assert json.loads(res.stdout)["results"][0]["status"] == "error"

@@ -7,6 +7,7 @@ from pathlib import Path
 from itbench import hookimpl
 from itbench.agents import AgentSpec
 from itbench.domain import Domain
+from itbench.options import OptionSpec
 from itbench_toy.agents import crasher, sleeper, solver
 from itbench_toy.domain import ToyDomain
 
@@ -33,3 +34,9 @@ def itbench_register_agents() -> list[AgentSpec]:
         AgentSpec("toy/sleeper", sleeper, "Hangs.", domains=["toy"]),
         AgentSpec("toy/crasher", crasher, "Raises.", domains=["toy"]),
     ]
+
+
+@hookimpl
+def itbench_register_options() -> list[OptionSpec]:
+    """A run flag for the tests: ``--fail-setup 1`` makes every toy setup fail."""
+    return [OptionSpec("fail-setup", "fail_setup", "Make toy setups fail.", ("1",))]
