@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     os.environ.update(envvars)
-    import ansible_runner  # type: ignore[import-untyped]
+    import ansible_runner
 
     runner = ansible_runner.run(
         private_data_dir=str(pdd),

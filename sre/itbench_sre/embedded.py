@@ -147,7 +147,7 @@ class EmbeddedShop(ShopBackend):
         )
 
     def _prometheus_yml(self) -> str:
-        jobs = []
+        jobs: list[dict[str, Any]] = []
         for s in topology.SERVICES:
             jobs.append(
                 {
@@ -227,7 +227,12 @@ class EmbeddedShop(ShopBackend):
         blocks = []
 
         def program(
-            name: str, command: str, autostart: bool = True, cwd: Path | None = None, **extra: str
+            name: str,
+            command: str,
+            *,
+            autostart: bool = True,
+            cwd: Path | None = None,
+            extra: dict[str, str] | None = None,
         ) -> None:
             lines = [
                 f"[program:{name}]",
@@ -246,12 +251,12 @@ class EmbeddedShop(ShopBackend):
                 "redirect_stderr=true",
                 f"directory={cwd or self.shop}",
             ]
-            lines += [f"{k}={v}" for k, v in extra.items()]
+            lines += [f"{k}={v}" for k, v in (extra or {}).items()]
             blocks.append("\n".join(lines))
 
         program("redis", f"redis-server {self.shop / 'redis' / 'redis.conf'}")
         assert self.pg_dir is not None
-        pg_extra = {"stopsignal": "INT"}
+        pg_extra: dict[str, str] = {"stopsignal": "INT"}
         if pgtemplate.run_user():
             pg_extra["user"] = pgtemplate.run_user() or ""
         program(
@@ -260,7 +265,7 @@ class EmbeddedShop(ShopBackend):
             "-c listen_addresses=127.0.0.1 -c unix_socket_directories= -c max_connections=40 "
             "-c fsync=off -c synchronous_commit=off -c shared_buffers=16MB",
             cwd=self.pg_dir.parent,
-            **pg_extra,
+            extra=pg_extra,
         )
         program(
             "mesh",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,8 @@ class ActionJournal:
         """The newest action that can still be undone."""
         for entry in reversed(self.entries):
             if entry["tool"] != "undo" and not entry["undone"] and entry["undo"] is not None:
-                return entry
+                found: dict[str, Any] = entry
+                return found
         return None
 
     @property
@@ -422,7 +424,7 @@ class ShopTools:
 def build_tools(shop: ShopBackend, journal: ActionJournal, traces: bool) -> list[Tool]:
     """The agent's tools on ``shop``."""
     t = ShopTools(shop, journal, traces)
-    observe = [
+    observe: list[Callable[..., Any]] = [
         t.topology,
         t.alerts,
         t.query,
@@ -433,7 +435,15 @@ def build_tools(shop: ShopBackend, journal: ActionJournal, traces: bool) -> list
     ]
     if traces:
         observe.insert(5, t.traces)
-    act = [t.restart, t.stop, t.start, t.scale, t.rollback, t.edit_config, t.undo]
+    act: list[Callable[..., Any]] = [
+        t.restart,
+        t.stop,
+        t.start,
+        t.scale,
+        t.rollback,
+        t.edit_config,
+        t.undo,
+    ]
     return [Tool.from_function(f) for f in observe] + [
         Tool.from_function(f, action=True) for f in act
     ]

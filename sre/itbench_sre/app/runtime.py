@@ -170,7 +170,8 @@ class Runtime:
                     conn.close()
                 if resp.status < 500:
                     outcome = "ok" if resp.status < 400 else "client_error"
-                    return json.loads(data or b"{}")
+                    answer: dict[str, Any] = json.loads(data or b"{}")
+                    return answer
                 last = f"HTTP {resp.status}"
                 status = 502
             except TimeoutError:
