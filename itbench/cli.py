@@ -456,7 +456,7 @@ def report(
     console.table(f"report: {', '.join(map(str, run_dirs))}", header, rows)
     header, rows = metric_rows(summary)
     if rows:
-        console.table("metrics (mean ± standard error over scored trials)", header, rows)
+        console.table("metrics: mean ± standard error over scored trials", header, rows)
     for path in written:
         console.out.print(f"wrote {path}", highlight=False)
 

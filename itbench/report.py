@@ -138,19 +138,27 @@ def display_rows(summary: pd.DataFrame, k: int = 1) -> tuple[list[str], list[lis
 
 
 def metric_rows(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the metrics table: one row per (domain, agent, metric) reported.
+    """Header and rows of the metrics table: one row per (domain, metric), a column per agent.
 
-    Domains report different metrics, so a long table keeps each one readable; metrics that no
-    scored trial of a group reported are left out rather than shown as empty cells.
+    Domains report different metrics, so one row per metric keeps each readable and puts the
+    agents side by side; a metric no scored trial of a domain reported is left out.
     """
     names = [c.removesuffix("_se") for c in summary.columns if c.endswith("_se")]
-    header = ["domain", "agent", "metric", "mean ± se"]
+    agents = sorted({str(a) for a in summary["agent"]}) if not summary.empty else []
+    header = ["domain", "metric", *agents]
     rows = []
-    for _, r in summary.iterrows():
+    for domain, group in summary.groupby("domain", sort=True):
+        by_agent = {str(r["agent"]): r for _, r in group.iterrows()}
         for name in names:
-            mean, se = r[f"{name}_mean"], r[f"{name}_se"]
-            if not math.isnan(mean):
-                rows.append([str(r["domain"]), str(r["agent"]), name, f"{mean:.3f} ± {se:.3f}"])
+            cells = []
+            for agent in agents:
+                r = by_agent.get(agent)
+                if r is None or math.isnan(r[f"{name}_mean"]):
+                    cells.append("–")
+                else:
+                    cells.append(f"{r[f'{name}_mean']:.3f} ± {r[f'{name}_se']:.3f}")
+            if any(c != "–" for c in cells):
+                rows.append([str(domain), name, *cells])
     return header, rows
 
 

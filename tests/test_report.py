@@ -86,9 +86,9 @@ def test_report_command_prints_and_writes_csv_and_markdown(itbench: CliFn, tmp_p
     res = itbench("report", "r", "--k", "2")
     assert res.returncode == 0, res.stderr
     assert "pass@2" in res.stdout and "toy" in res.stdout
-    # Metrics are a long table of their own: one row per (domain, agent, metric).
+    # Metrics are a table of their own: a row per (domain, metric), a column per agent.
     metric_lines = [line for line in res.stdout.splitlines() if "localized" in line]
-    assert len(metric_lines) == 1 and "±" in metric_lines[0] and "baseline" in metric_lines[0]
+    assert len(metric_lines) == 1 and "1.000 ± 0.000" in metric_lines[0]
     rows = list(csv.DictReader((tmp_path / "r" / "report.csv").open()))
     assert (
         rows[0]["domain"] == "toy" and rows[0]["agent"] == "baseline" and rows[0]["trials"] == "12"
@@ -96,7 +96,7 @@ def test_report_command_prints_and_writes_csv_and_markdown(itbench: CliFn, tmp_p
     assert float(rows[0]["pass_rate"]) == 1.0
     md = (tmp_path / "r" / "report.md").read_text()
     assert md.startswith("| domain | agent |") and "### Metrics" in md
-    assert "| toy | baseline | localized | 1.000 ± 0.000 |" in md
+    assert "| domain | metric | baseline |" in md and "| toy | localized | 1.000 ± 0.000 |" in md
     data = itbench("report", "r", "--json").json()
     assert data["summary"][0]["pass@1"] == 1.0  # type: ignore[index]
 
