@@ -154,6 +154,41 @@ def stop_group(pid: int, timeout: float = 5.0) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+def _points_into(piece: str, roots: Sequence[str]) -> bool:
+    return any(piece == r or f"{r}/" in piece for r in roots)
+
+
+def stop_marked(roots: Sequence[Path], timeout: float = 3.0) -> list[int]:
+    """Stop every process that points into one of ``roots``; returns the pids stopped.
+
+    A process points into a root when an argument of its command line or its working
+    directory is the root or a path below it. This finds what a process group cannot: programs
+    that a tool started in sessions of their own (ansible-runner's ``ansible-playbook``, for
+    one). The calling process is never stopped; other members of its group are killed alone.
+    """
+    marks = [str(r).rstrip("/") for r in roots]
+    me, my_group = os.getpid(), os.getpgid(0)
+    stopped: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        pid = int(entry.name)
+        try:
+            pieces = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            with contextlib.suppress(OSError):
+                pieces.append(os.readlink(entry / "cwd"))
+            if not any(_points_into(p, marks) for p in pieces if p):
+                continue
+            if os.getpgid(pid) != my_group:
+                stop_group(pid, timeout)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+        stopped.append(pid)
+    return stopped
+
+
 def record_pid(trial_dir: Path, name: str, pid: int) -> None:
     """Remember ``pid`` under ``trial_dir`` so :func:`stop_recorded` can find it later."""
     d = trial_dir / PID_DIR

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from itbench.process import forget_pid, record_pid, stop_group
+from itbench.process import forget_pid, record_pid, stop_group, stop_marked
 from itbench_ciso.sandbox import sandbox_problem, wrap
 
 #: Keys that would let a play leave the harness's inventory or its local, unprivileged runs.
@@ -191,6 +191,9 @@ def run_playbook(
             stop_group(proc.pid, timeout=1)
             with contextlib.suppress(Exception):
                 proc.wait(timeout=1)
+            # ansible-runner starts ansible-playbook in a session of its own, out of reach of
+            # the group above when a time limit cuts the run short.
+            stop_marked([run_dir])
             forget_pid(trial_dir, name)
     facts: dict[str, Any] = {}
     if result.is_file():

@@ -111,6 +111,18 @@ def test_playbook_time_limit(domain: CisoDomain, catalog: Catalog, tmp_path: Pat
     assert not result.passed
     assert result.details["playbook"]["status"] == "timeout"
     assert result.metrics["playbook_seconds"] < 40
+    # ansible-playbook runs in a session of its own; nothing of the cut run may survive it.
+    left = [
+        p.name for p in Path("/proc").iterdir() if p.name.isdigit() and str(tmp_path) in _cmdline(p)
+    ]
+    assert not left, f"processes of the timed-out playbook survive: {left}"
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def test_visible_hosts_and_agent_tools(

@@ -25,7 +25,7 @@ from itbench_sre.rules import alert_rules
 from itbench_sre.supervisor import Supervisor
 
 from itbench.domain import InfrastructureError
-from itbench.process import ManagedProcess, port_open, record_pid, stop_group
+from itbench.process import ManagedProcess, port_open, record_pid, stop_marked
 
 log = logging.getLogger("itbench.sre")
 
@@ -823,29 +823,13 @@ def sweep(root: Path) -> list[int]:
     A process belongs to it when its command line or working directory points into ``root``
     or into the environment's shared data directory. Also removes that shared directory.
     """
-    import psutil
-
-    marks = [str(root)]
+    marks = [root]
     shared_file = root / "ctl" / "shared-dir"
     shared = None
     if shared_file.exists():
         shared = Path(shared_file.read_text().strip())
-        marks.append(str(shared))
-    me = os.getpid()
-    killed = []
-    for proc in psutil.process_iter(["pid", "cmdline", "cwd"]):
-        try:
-            if proc.info["pid"] == me:
-                continue
-            text = " ".join(proc.info["cmdline"] or []) + " " + (proc.info["cwd"] or "")
-            if any(m in text for m in marks):
-                if os.getpgid(proc.info["pid"]) != os.getpgid(0):
-                    stop_group(proc.info["pid"], timeout=3)
-                with contextlib.suppress(psutil.Error):
-                    proc.kill()
-                killed.append(proc.info["pid"])
-        except (psutil.Error, OSError):
-            continue
+        marks.append(shared)
+    killed = stop_marked(marks)
     if shared is not None:
         shutil.rmtree(shared, ignore_errors=True)
     return killed
