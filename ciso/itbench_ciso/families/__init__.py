@@ -12,6 +12,7 @@ from itbench.models import Evaluation
 from itbench.tools import Tool
 from itbench_ciso.checks import Variant
 from itbench_ciso.engine import PACKAGE, RULE, PolicyEngine
+from itbench_ciso.scoring import Confusion, evaluation
 from itbench_ciso.spec import CisoSpec, CisoSubmission
 
 if TYPE_CHECKING:
@@ -91,6 +92,25 @@ class Runtime(ABC):
             f"engine: {self.engine.name}\n" + ("ok\n" if error is None else error + "\n"),
         )
         return error
+
+    def _nothing(self, start: float, why: str) -> Evaluation:
+        """The evaluation when nothing could be judged: no hidden system is found non-compliant.
+
+        Hosts and accounts are judged whole (a non-empty set of violations means non-compliant);
+        families that judge smaller units override this.
+        """
+        conf = Confusion()
+        for v in self.hidden:
+            conf.add(not v.compliant, False)
+        return evaluation(
+            conf,
+            [],
+            compiles=False,
+            engine=self.engine.name,
+            seconds=timer() - start,
+            extra={"evidence_collected": 0.0},
+            details={"reason": why},
+        )
 
     def save_hidden(self) -> None:
         """Record the hidden variants' ground truth in the trial's artifacts."""

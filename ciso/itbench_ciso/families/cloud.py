@@ -16,7 +16,7 @@ from itbench_ciso.checks import cloud
 from itbench_ciso.collector import Collected, run_collector
 from itbench_ciso.engine import PACKAGE, RULE
 from itbench_ciso.families import Runtime, timer
-from itbench_ciso.scoring import Confusion, evaluation, judge_verdicts, nonempty
+from itbench_ciso.scoring import evaluation, judge_verdicts, nonempty
 from itbench_ciso.spec import CisoSubmission
 
 #: Seconds a collector may run, unless ``--option collector_timeout=S`` says otherwise.
@@ -238,18 +238,4 @@ class CloudRuntime(Runtime):
             engine=self.engine.name,
             seconds=timer() - start,
             extra=extra,
-        )
-
-    def _nothing(self, start: float, why: str) -> Evaluation:
-        conf = Confusion()
-        for v in self.hidden:
-            conf.add(not v.compliant, False)
-        return evaluation(
-            conf,
-            [],
-            compiles=False,
-            engine=self.engine.name,
-            seconds=timer() - start,
-            extra={"evidence_collected": 0.0},
-            details={"reason": why},
         )

@@ -15,7 +15,7 @@ from itbench_ciso.ansible import PlayOutcome, host_root, inventory, run_playbook
 from itbench_ciso.checks import Variant, linux
 from itbench_ciso.engine import PACKAGE, RULE
 from itbench_ciso.families import Runtime, timer
-from itbench_ciso.scoring import Confusion, evaluation, judge_verdicts, nonempty
+from itbench_ciso.scoring import evaluation, judge_verdicts, nonempty
 from itbench_ciso.spec import CisoSubmission
 
 #: Seconds a playbook may run, unless ``--option playbook_timeout=S`` says otherwise.
@@ -168,18 +168,4 @@ class LinuxRuntime(Runtime):
             seconds=timer() - start,
             extra=extra,
             details={"playbook": outcome.summary()},
-        )
-
-    def _nothing(self, start: float, why: str) -> Evaluation:
-        conf = Confusion()
-        for v in self.hidden:
-            conf.add(not v.compliant, False)
-        return evaluation(
-            conf,
-            [],
-            compiles=False,
-            engine=self.engine.name,
-            seconds=timer() - start,
-            extra={"evidence_collected": 0.0},
-            details={"reason": why},
         )
