@@ -5,10 +5,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from itbench.domain import Domain
-from itbench.models import ScenarioSpec, Submission, TaskView, Usage
+from itbench.models import AgentOutput, Label, ScenarioSpec, Submission, TaskView, Usage
 from itbench.tools import Toolbox
 
 
@@ -23,6 +24,7 @@ class Agent(ABC):
 
     def __init__(self) -> None:
         self.usage = Usage()
+        self.output: AgentOutput | None = None
 
     @abstractmethod
     def run(self, task: TaskView, toolbox: Toolbox) -> Submission | dict[str, Any] | None:
@@ -37,11 +39,17 @@ class AgentContext:
         domain: The domain of the trial's scenario.
         scenario: The scenario, ground truth included; set only for privileged agents.
         options: The run's ``--option`` values (agent settings such as a command or a model).
+        sandbox: ``bwrap`` (external programs run in the sandbox) or ``none``.
+        trial_dir: The trial's harness-only directory (an agent's own logs go there).
+        protected: Paths no external agent may see (run directory, catalog, packages).
     """
 
     domain: Domain
     scenario: ScenarioSpec | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    sandbox: str = "bwrap"
+    trial_dir: Path | None = None
+    protected: list[Path] = field(default_factory=list)
 
 
 @dataclass
@@ -53,8 +61,11 @@ class AgentSpec:
         factory: Builds an agent for one trial.
         description: One line for listings.
         privileged: When true the factory receives the scenario, ground truth included. Only
-            reference agents may be privileged; results of privileged agents are labelled.
+            reference agents may be privileged; their results are labelled ``reference``.
         domains: Domains the agent can work on (empty: all).
+        sandboxed: The agent runs its work in the namespace sandbox (external programs);
+            results of every other agent, and of runs with ``--sandbox none``, are labelled
+            ``unsandboxed``.
     """
 
     name: str
@@ -62,6 +73,15 @@ class AgentSpec:
     description: str = ""
     privileged: bool = False
     domains: list[str] = field(default_factory=list)
+    sandboxed: bool = False
+
+    def labels(self, sandbox: str) -> list[Label]:
+        """The labels of this agent's results under a run's ``sandbox`` setting."""
+        if self.privileged:
+            return [Label.reference]
+        if self.sandboxed and sandbox != "none":
+            return []
+        return [Label.unsandboxed]
 
 
 class NoopAgent(Agent):

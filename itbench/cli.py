@@ -69,6 +69,13 @@ def bench_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+sandbox_option = click.option(
+    "--sandbox",
+    type=click.Choice(["bwrap", "none"]),
+    default="bwrap",
+    show_default=True,
+    help="Confine external agents (none: for debugging; results are labelled unsandboxed).",
+)
 
 
 def _catalog(bench: Bench, quiet: bool = False) -> None:
@@ -213,6 +220,7 @@ def _plugin_flags(bench: Bench, tokens: list[str]) -> tuple[list[str], dict[str,
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Agent time limit, s.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--executor", default="local", show_default=True)
+@sandbox_option
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Domain option.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Run directory.")
 @click.option("--resume", type=click.Path(file_okay=False, path_type=Path), help="Continue a run.")
@@ -231,6 +239,7 @@ def evaluate(
     timeout: float | None,
     workers: int,
     executor: str,
+    sandbox: str,
     options: tuple[str, ...],
     out: Path | None,
     resume: Path | None,
@@ -267,6 +276,7 @@ def evaluate(
             timeout=timeout,
             workers=workers,
             executor=executor,
+            sandbox=sandbox,
             plugins=list(plugins),
             scenario_paths=[str(Path(p).resolve()) for p in scenario_paths],
             options=_parse_options(options),
@@ -433,8 +443,7 @@ def report(
     for run_dir in run_dirs:
         store = RunStore(run_dir)
         try:
-            store.read_manifest()
-            results += store.results()
+            results += store.results(store.read_manifest())
         except RunDirError as exc:
             raise click.UsageError(str(exc)) from None
     summary = summarize(results_frame(results), k=k)
@@ -573,14 +582,12 @@ def tool() -> None:
 
 
 def _client() -> Any:
-    from itbench.toolserver import TOKEN_ENV, URL_ENV, ToolClient
+    from itbench.toolclient import ToolClient, UsageProblem
 
-    url, token = os.environ.get(URL_ENV), os.environ.get(TOKEN_ENV)
-    if not url or not token:
-        raise click.UsageError(
-            f"{URL_ENV} and {TOKEN_ENV} must be set (run me from a trial's agent)"
-        )
-    return ToolClient(url, token)
+    try:
+        return ToolClient.from_env(os.environ)
+    except UsageProblem as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 @tool.command("list")
@@ -604,24 +611,21 @@ def tool_call(name: str, arguments: tuple[str, ...], args_json: str | None) -> N
 
     Exits 1 with the tool's error message on stderr when the call fails.
     """
-    kwargs = _parse_options(arguments)
-    if args_json:
-        try:
-            extra = json.loads(args_json)
-        except json.JSONDecodeError as exc:
-            raise click.BadParameter(str(exc), param_hint="--args-json") from None
-        if not isinstance(extra, dict):
-            raise click.BadParameter("must be a JSON object", param_hint="--args-json")
-        kwargs.update(extra)
+    from itbench.toolclient import UsageProblem, parse_arguments
+
+    try:
+        kwargs = parse_arguments(arguments, args_json)
+    except UsageProblem as exc:
+        raise click.UsageError(str(exc)) from None
     console.print_json(_tool_call(lambda c: c.call(name, **kwargs)))
 
 
 def _tool_call(fn: Callable[[Any], Any]) -> Any:
-    from itbench.tools import ToolError
+    from itbench.toolclient import ToolClientError
 
     try:
         return fn(_client())
-    except ToolError as exc:
+    except ToolClientError as exc:
         console.problem(str(exc))
         sys.exit(EXIT_FAILED)
 

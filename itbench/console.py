@@ -30,6 +30,7 @@ STATUS_STYLE = {
     TrialStatus.failed: "yellow",
     TrialStatus.timeout: "magenta",
     TrialStatus.error: "red",
+    TrialStatus.invalid: "bold red",
 }
 
 
@@ -64,7 +65,7 @@ def trial_rows(results: Sequence[TrialResult]) -> tuple[list[str], list[list[str
         rows.append(
             [
                 r.scenario_id,
-                r.agent,
+                agent_label(r.agent, r.labels),
                 str(r.trial_index),
                 f"[{style}]{r.status.value}[/{style}]",
                 metrics,
@@ -73,6 +74,11 @@ def trial_rows(results: Sequence[TrialResult]) -> tuple[list[str], list[list[str
             ]
         )
     return header, rows
+
+
+def agent_label(agent: str, labels: Sequence[str]) -> str:
+    """An agent's name with its result labels, as every output shows it."""
+    return f"{agent} [{', '.join(labels)}]" if labels else agent
 
 
 def _short(v: Any) -> str:

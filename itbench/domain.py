@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -16,13 +18,23 @@ class InfrastructureError(Exception):
     """Setup, injection, readiness or teardown failed: the trial is an ``error``, not a failure."""
 
 
+class IntegrityError(Exception):
+    """What decides the score was tampered with or lost: the trial is ``invalid``.
+
+    Raised by an environment or evaluator that finds its evaluator inputs changed or a harness
+    server gone after the agent's turn. An invalid trial is never a pass and never an ``error``.
+    """
+
+
 @dataclass
 class TrialContext:
     """What the runner hands a domain for one trial.
 
     Attributes:
-        trial_id: Unique id of the trial inside its run.
-        seed: Seed for every random choice of the trial.
+        trial_id: The trial's opaque handle: random per trial, safe to show the agent and to use
+            in names of processes, directories and resources (it names no scenario).
+        seed: Seed for every random choice of the trial. Derived from the run's secret, so an
+            agent cannot recompute it from anything public (run seed, scenario id, index).
         trial_dir: Harness-private directory for artifacts (logs, journals). Agents never see it.
         workspace: The agent's private working directory.
         port_base: First TCP port of the block reserved for this trial (127.0.0.1 only).
@@ -39,6 +51,16 @@ class TrialContext:
     port_count: int
     options: dict[str, Any] = field(default_factory=dict)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("itbench.trial"))
+    secret: bytes = b""
+
+    def secret_seed(self, label: str) -> int:
+        """A 31-bit seed for one named random choice, derived from the run's secret.
+
+        Use it (or :attr:`seed`) for hidden variants and randomized targets: without the
+        secret, which lives in a harness-only file, nobody can derive it.
+        """
+        digest = hmac.new(self.secret, f"{self.seed}:{label}".encode(), hashlib.sha256).digest()
+        return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
     def port(self, offset: int) -> int:
         """Port number ``offset`` of this trial's block."""
@@ -77,9 +99,32 @@ class Environment(ABC):
         """Public facts for the task view (endpoints, credentials of the sandbox, hosts)."""
         return {}
 
+    def fingerprint(self) -> dict[str, str]:
+        """Digests of the evaluator's inputs that nobody may change during the trial.
+
+        Ground truth, hidden variants, alert rules, scrape config, load generator config, seeded
+        billing data, price tables: whatever the evaluator reads to judge. The runner takes it
+        once the fault is observable and again before evaluating; any difference makes the
+        trial ``invalid`` with the names of the changed inputs.
+        """
+        return {}
+
+    def harness_problems(self) -> list[str]:
+        """Why the harness's own servers are not as setup left them, or nothing.
+
+        Called after the agent's turn, before evaluating. A server of the harness (supervisord,
+        Prometheus, a moto server, a load generator) that died or was replaced makes the trial
+        ``invalid`` with these reasons, never an ``error``.
+        """
+        return []
+
     @abstractmethod
     def teardown(self) -> None:
-        """Stop everything this environment started. Idempotent; must never leave processes."""
+        """Stop everything this environment started. Idempotent; must never leave processes.
+
+        Use only paths and pids held in memory or in harness-only files: never a path read back
+        from a file or a system the agent could write.
+        """
 
 
 class Domain(ABC):
@@ -108,10 +153,12 @@ class Domain(ABC):
         toolbox: Toolbox,
         deadline: Any,
     ) -> TaskView:
-        """Build the agent's task view by whitelist from the spec's public fields."""
+        """Build the agent's task view by whitelist from the spec's public fields.
+
+        The view carries the goal, never the scenario's id, title, params or file.
+        """
         return TaskView(
-            trial_id=ctx.trial_id,
-            scenario_id=spec.id,
+            handle=ctx.trial_id,
             domain=spec.domain,
             goal=spec.goal,
             task_types=list(spec.task_types),
@@ -148,6 +195,22 @@ class Domain(ABC):
 
     def baseline(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
         """A deterministic heuristic agent that sees only the task view and tools."""
+        return None
+
+    def probe(self, kind: str, task: TaskView, toolbox: Toolbox) -> Submission | None:
+        """A probe agent that every valid scenario must fail (``itbench validate`` runs them).
+
+        Args:
+            kind: ``"constant"``: a fixed plausible answer without looking at the systems
+                (scenarios tagged ``control`` may pass it); ``"thrash"``: act on everything
+                (restart and roll back every service, stop every instance, ...) and submit
+                the same constant answer.
+            task: The task view.
+            toolbox: The trial's tools.
+
+        Returns:
+            The probe's submission; the default submits nothing.
+        """
         return None
 
     def recover(self, trial_dir: Path) -> None:

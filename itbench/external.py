@@ -2,10 +2,18 @@
 
 The program is started in the trial's workspace with the task view on its standard input and
 in ``$ITBENCH_TASK``, and reaches its tools through ``$ITBENCH_TOOLS_URL`` (see
-:mod:`itbench.toolserver`; the ``itbench tool`` command is a ready client). Its submission is
-``submission.json`` in the workspace, or else the last line of its standard output that parses
-as a JSON object. It may write ``usage.json`` (``input_tokens``, ``output_tokens``,
-``cost_usd``). It is stopped, with its whole process group, when its time is up.
+:mod:`itbench.toolserver`; ``itbench tool`` is a ready client, also inside the sandbox). Its
+submission is ``submission.json`` in the workspace, or else the last line of its standard
+output that parses as a JSON object. It may write ``usage.json`` (``input_tokens``,
+``output_tokens``, ``cost_usd``).
+
+By default it runs in the namespace sandbox of :mod:`itbench.sandbox`: an unprivileged uid,
+its workspace, its own program's directory (``--option agent_dir=DIR``, or the directory of the
+command's first argument that is a file) and a read-only system, nothing of the harness. With
+``--sandbox none`` it runs as the harness does, for debugging, and its results are labelled
+``unsandboxed``. Either way its standard output and error are kept up to
+:data:`OUTPUT_CAP` bytes each (``--option agent_output_cap=BYTES``) in the trial directory, and
+when it exits or its time is up every process it started is stopped.
 """
 
 from __future__ import annotations
@@ -13,86 +21,211 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
+import stat
 import subprocess
+import threading
 import time
-from typing import Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
 
 from itbench.agents import Agent, AgentContext
-from itbench.models import TaskView, Usage
-from itbench.process import stop_group
+from itbench.models import AgentOutput, TaskView, Usage
+from itbench.process import stop_pgid
+from itbench.sandbox import Sandbox, agent_dir_for, check_agent_dir
 from itbench.tools import Toolbox
 from itbench.toolserver import ToolServer
 
 COMMAND_OPTION = "agent_command"
+AGENT_DIR_OPTION = "agent_dir"
+OUTPUT_CAP_OPTION = "agent_output_cap"
+#: Bytes of each of stdout and stderr kept by default.
+OUTPUT_CAP = 1024 * 1024
+#: Largest ``submission.json`` or ``usage.json`` read from the workspace.
+MAX_FILE = 4 * 1024 * 1024
+_LOOPBACK_PORT = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\]):(\d{2,5})\b")
+
+
+def context_ports(context: Any) -> list[int]:
+    """TCP ports of loopback endpoints named anywhere in a task context."""
+    text = json.dumps(context, default=str)
+    return sorted({int(p) for p in _LOOPBACK_PORT.findall(text) if 0 < int(p) < 65536})
+
+
+def read_agent_file(path: Path, limit: int = MAX_FILE) -> bytes | None:
+    """Read a file the agent wrote, never following a link and never past ``limit`` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = fh.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
+class _Capture(threading.Thread):
+    """Copies a stream to a file, keeping at most ``cap`` bytes and counting the rest."""
+
+    def __init__(self, stream: IO[bytes], path: Path, cap: int) -> None:
+        super().__init__(daemon=True, name=f"capture-{path.name}")
+        self.stream, self.path, self.cap, self.total = stream, path, cap, 0
+
+    def run(self) -> None:
+        with self.path.open("wb") as out:
+            while chunk := self.stream.read1(65536):  # type: ignore[attr-defined]
+                keep = max(0, self.cap - self.total)
+                if keep:
+                    out.write(chunk[:keep])
+                self.total += len(chunk)
 
 
 class CommandAgent(Agent):
     """Runs ``--option agent_command='...'`` as the agent."""
 
-    def __init__(self, ctx: AgentContext) -> None:
+    def __init__(
+        self,
+        ctx: AgentContext,
+        argv: Sequence[str] | None = None,
+        files: dict[str, Path] | None = None,
+    ) -> None:
+        """Build the agent.
+
+        Args:
+            ctx: The agent context (options, sandbox setting, trial directory).
+            argv: The command; default ``--option agent_command``.
+            files: Programs of the harness's own to bind read-only into the sandbox, by their
+                path there (without a sandbox, ``argv`` is rewritten to their host paths).
+        """
         super().__init__()
-        command = ctx.options.get(COMMAND_OPTION)
+        self.files = dict(files or {})
+        command = argv if argv is not None else ctx.options.get(COMMAND_OPTION)
         if not command:
             raise ValueError(f"the command agent needs --option {COMMAND_OPTION}='PROGRAM ARGS'")
         self.argv = shlex.split(command) if isinstance(command, str) else [str(c) for c in command]
+        self.sandboxed = ctx.sandbox != "none"
+        self.log_dir = ctx.trial_dir
+        self.protected = list(ctx.protected)
+        raw_dir = ctx.options.get(AGENT_DIR_OPTION)
+        self.agent_dir = Path(raw_dir).resolve() if raw_dir else agent_dir_for(self.argv)
+        self.cap = int(ctx.options.get(OUTPUT_CAP_OPTION, OUTPUT_CAP))
+        if not self.sandboxed:
+            self.argv = [str(self.files.get(a, a)) for a in self.argv]
 
     def run(self, task: TaskView, toolbox: Toolbox) -> dict[str, Any] | None:
         """Run the program until it exits or its time is up."""
         ws = task.workspace
         task_json = task.model_dump_json(indent=2)
         (ws / "task.json").write_text(task_json, encoding="utf-8")
+        logs = self.log_dir or ws
         server = ToolServer(toolbox, task).start()
-        env = {
-            **os.environ,
+        variables = {
             **server.env(),
             "ITBENCH_TASK": str(ws / "task.json"),
             "ITBENCH_WORKSPACE": str(ws),
         }
+        sandbox: Sandbox | None = None
+        popen: dict[str, Any] = {}
         try:
-            with (ws / "agent.stdout").open("wb") as out, (ws / "agent.stderr").open("wb") as err:
-                proc = subprocess.Popen(
-                    self.argv,
-                    cwd=ws,
-                    env=env,
-                    stdin=subprocess.PIPE,
-                    stdout=out,
-                    stderr=err,
-                    start_new_session=True,
-                )
-                try:
-                    assert proc.stdin is not None
-                    with contextlib.suppress(BrokenPipeError):
-                        proc.stdin.write(task_json.encode())
-                        proc.stdin.close()
-                    while proc.poll() is None:
-                        if toolbox.closed:
-                            return None
-                        time.sleep(0.05)
-                finally:
-                    if proc.poll() is None:
-                        stop_group(proc.pid, timeout=2)
-                        proc.wait(timeout=5)
+            if self.sandboxed:
+                if self.agent_dir is not None:
+                    check_agent_dir(self.agent_dir, [*self.protected, ws])
+                ports = [int(server.url.rsplit(":", 1)[1]), *context_ports(task.context)]
+                files = {k: v.read_text(encoding="utf-8") for k, v in self.files.items()}
+                sandbox = Sandbox(ws, ports, self.agent_dir, variables, files)
+                sandbox.prepare()
+                argv = sandbox.argv(self.argv)
+                popen = {
+                    "env": sandbox.environment(),
+                    "cwd": "/",
+                    "preexec_fn": sandbox.preexec,
+                    "pass_fds": sandbox.pass_fds,
+                }
+            else:
+                argv = self.argv
+                popen = {"env": {**os.environ, **variables}, "cwd": ws}
+            returncode = self._execute(argv, popen, task_json, toolbox, logs)
         finally:
             server.stop()
+            if sandbox is not None:
+                sandbox.close()
+        if returncode is None:
+            return None
         self._read_usage(ws / "usage.json")
-        if proc.returncode != 0:
-            tail = (ws / "agent.stderr").read_text(errors="replace").strip().splitlines()[-3:]
-            raise RuntimeError(f"agent command exited with {proc.returncode}: {' | '.join(tail)}")
-        return self._submission(ws / "submission.json", ws / "agent.stdout")
+        if returncode != 0:
+            tail = (logs / "agent.stderr").read_text(errors="replace").strip().splitlines()[-3:]
+            raise RuntimeError(f"agent command exited with {returncode}: {' | '.join(tail)}")
+        return self._submission(ws / "submission.json", logs / "agent.stdout")
 
-    def _read_usage(self, path: Any) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            self.usage = Usage.model_validate_json(path.read_text())
+    def _execute(
+        self,
+        argv: list[str],
+        popen: dict[str, Any],
+        task_json: str,
+        toolbox: Toolbox,
+        logs: Path,
+    ) -> int | None:
+        """Run ``argv`` until it exits (its status) or the toolbox closes (``None``)."""
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            **popen,
+        )
+        assert proc.stdout is not None and proc.stderr is not None and proc.stdin is not None
+        captures = [
+            _Capture(proc.stdout, logs / "agent.stdout", self.cap),
+            _Capture(proc.stderr, logs / "agent.stderr", self.cap),
+        ]
+        for c in captures:
+            c.start()
+        try:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                proc.stdin.write(task_json.encode())
+                proc.stdin.close()
+            while proc.poll() is None:
+                if toolbox.closed:
+                    return None
+                time.sleep(0.02)
+            return proc.returncode
+        finally:
+            # Also after a clean exit: whatever the program left running goes with it.
+            stop_pgid(proc.pid, timeout=2)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+            for c in captures:
+                c.join(timeout=2)
+            self.output = AgentOutput(
+                cap_bytes=self.cap,
+                stdout_bytes=captures[0].total,
+                stderr_bytes=captures[1].total,
+            )
+
+    def _read_usage(self, path: Path) -> None:
+        data = read_agent_file(path)
+        if data is not None:
+            with contextlib.suppress(ValueError):
+                self.usage = Usage.model_validate_json(data)
 
     @staticmethod
-    def _submission(file: Any, stdout: Any) -> dict[str, Any] | None:
-        if file.exists():
-            data = json.loads(file.read_text())
-            return data if isinstance(data, dict) else None
+    def _submission(file: Path, stdout: Path) -> dict[str, Any] | None:
+        data = read_agent_file(file)
+        if data is not None:
+            try:
+                parsed = json.loads(data)
+            except ValueError:
+                return None
+            return parsed if isinstance(parsed, dict) else None
+        if file.exists() or file.is_symlink():
+            return None
         for line in reversed(stdout.read_text(errors="replace").splitlines()):
-            with contextlib.suppress(ValueError):
-                data = json.loads(line)
-                if isinstance(data, dict):
-                    return data
+            with contextlib.suppress(ValueError, RecursionError):
+                parsed = json.loads(line)
+                if isinstance(parsed, dict):
+                    return parsed
         return None

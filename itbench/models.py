@@ -28,13 +28,27 @@ class TrialStatus(StrEnum):
 
     ``error`` is an infrastructure failure (setup, injection, readiness, evaluation or
     teardown broke); it is never counted against the agent. ``timeout`` means the agent
-    exceeded its wall-clock limit, which is an agent failure.
+    exceeded its wall-clock limit, which is an agent failure. ``invalid`` means what decides
+    the score was tampered with or lost during the agent's turn (an evaluator input changed, a
+    harness server died, the scoring code changed): never a pass, never an ``error``, and shown
+    apart in reports.
     """
 
     passed = "passed"
     failed = "failed"
     error = "error"
     timeout = "timeout"
+    invalid = "invalid"
+
+
+class Label(StrEnum):
+    """What a result's agent could reach, shown beside it in every output."""
+
+    #: The agent ran without the sandbox (an in-process Python agent, or ``--sandbox none``):
+    #: it could read the harness's files and processes, so its score proves nothing.
+    unsandboxed = "unsandboxed"
+    #: A privileged reference agent (``oracle``) that reads ground truth by design.
+    reference = "reference"
 
 
 class ScenarioSpec(BaseModel):
@@ -95,12 +109,15 @@ class ToolSpec(BaseModel):
 
 
 class TaskView(BaseModel):
-    """Everything an agent is given for one trial. It never contains ground truth."""
+    """Everything an agent is given for one trial.
+
+    It never contains ground truth, nor the scenario id, title, params, file or family:
+    ``handle`` is random per trial and names nothing.
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    trial_id: str
-    scenario_id: str
+    handle: str = Field(description="Opaque id of this trial, random per trial.")
     domain: str
     goal: str
     task_types: list[str]
@@ -156,12 +173,26 @@ class Usage(BaseModel):
     cost_usd: float | None = None
 
 
+class AgentOutput(BaseModel):
+    """How much an external agent printed, and the cap applied to what was kept."""
+
+    cap_bytes: int = Field(description="Bytes kept at most of each of stdout and stderr.")
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        """Whether either stream went past the cap."""
+        return max(self.stdout_bytes, self.stderr_bytes) > self.cap_bytes
+
+
 class TrialResult(BaseModel):
     """One finished trial: a line of ``results.jsonl``."""
 
     schema_version: str = SCHEMA_VERSION
     run_id: str
     trial_id: str
+    handle: str = Field(default="", description="The trial's opaque handle and directory name.")
     scenario_id: str
     domain: str
     agent: str
@@ -173,7 +204,11 @@ class TrialResult(BaseModel):
     steps: int = 0
     tool_calls: int = 0
     usage: Usage = Field(default_factory=Usage)
-    error: str | None = Field(default=None, description="Reason for an error or timeout.")
+    error: str | None = Field(
+        default=None, description="Reason for an error, a timeout or an invalid trial."
+    )
+    labels: list[Label] = Field(default_factory=list, description="unsandboxed, reference.")
+    agent_output: AgentOutput | None = None
     tags: list[str] = Field(default_factory=list)
     complexity: Complexity | None = None
     task_types: list[str] = Field(default_factory=list)
@@ -200,6 +235,9 @@ class RunConfig(BaseModel):
     timeout: float | None = Field(default=None, gt=0)
     workers: int = Field(default=1, ge=1)
     executor: str = "local"
+    sandbox: Literal["bwrap", "none"] = Field(
+        default="bwrap", description="How external agents are confined; none is for debugging."
+    )
     plugins: list[str] = Field(default_factory=list)
     scenario_paths: list[str] = Field(default_factory=list)
     options: dict[str, Any] = Field(default_factory=dict, description="Domain options.")
@@ -224,7 +262,13 @@ class RunManifest(BaseModel):
     created_at: datetime
     config: RunConfig
     packages: dict[str, str]
+    package_hashes: dict[str, str] = Field(
+        default_factory=dict, description="sha256 over each plugin package's source files."
+    )
     git_revision: str | None
+    git_dirty: bool | None = Field(default=None, description="Uncommitted changes in the tree.")
+    secret_sha256: str = Field(default="", description="Hash of the run's secret file.")
+    labels: list[Label] = Field(default_factory=list, description="Labels of the run's agent.")
     host: HostInfo
     seeds: dict[str, int] = Field(description="Seed of each planned trial, by trial id.")
     scenario_ids: list[str]

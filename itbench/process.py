@@ -138,6 +138,12 @@ def stop_group(pid: int, timeout: float = 5.0) -> None:
         pgid = os.getpgid(pid)
     except ProcessLookupError:
         return
+    stop_pgid(pgid, timeout, leader=pid)
+
+
+def stop_pgid(pgid: int, timeout: float = 5.0, leader: int | None = None) -> None:
+    """Stop process group ``pgid`` (also after its leader exited): SIGTERM, then SIGKILL."""
+    pid = leader if leader is not None else pgid
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGTERM)
     end = time.monotonic() + timeout

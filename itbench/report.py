@@ -2,8 +2,13 @@
 
 Definitions (per domain and agent):
 
-- ``trials``: results recorded; ``errors``: infrastructure errors, excluded from every score.
-- ``pass_rate``: passed / (trials - errors).
+- ``agent``: the agent's name, followed by its labels in brackets when it has any
+  (``[unsandboxed]``: it ran outside the sandbox and could read the harness, so its score
+  proves nothing; ``[reference]``: a reference agent that reads ground truth by design).
+- ``trials``: results recorded; ``errors``: infrastructure errors; ``invalid``: trials whose
+  evaluator inputs, harness servers or scoring code were tampered with. Errors and invalid
+  trials are excluded from every score, and invalid ones are never passes.
+- ``pass_rate``: passed / (trials - errors - invalid).
 - ``pass@k``: the unbiased estimator ``1 - C(n-c, k) / C(n, k)`` per scenario (``n`` scored trials,
   ``c`` passed), averaged over scenarios with ``n >= k``.
 - ``<metric>_mean`` / ``<metric>_se``: mean and standard error (``s / sqrt(n)``) over scored trials
@@ -20,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from itbench.console import agent_label
 from itbench.models import TrialResult
 
 TIMING_COLUMNS = (
@@ -53,12 +59,14 @@ def results_frame(results: Iterable[TrialResult]) -> pd.DataFrame:
             "trial_id": r.trial_id,
             "scenario_id": r.scenario_id,
             "domain": r.domain,
-            "agent": r.agent,
+            "agent": agent_label(r.agent, r.labels),
+            "labels": ",".join(r.labels),
             "trial_index": r.trial_index,
             "seed": r.seed,
             "status": r.status.value,
             "passed": r.status.value == "passed",
             "error": r.status.value == "error",
+            "invalid": r.status.value == "invalid",
             "complexity": r.complexity.value if r.complexity else None,
             "steps": r.steps,
             "tool_calls": r.tool_calls,
@@ -87,15 +95,18 @@ def _mean_se(values: pd.Series) -> tuple[float, float]:
 def summarize(frame: pd.DataFrame, k: int = 1, by: tuple[str, ...] = KEY_COLUMNS) -> pd.DataFrame:
     """The summary table: one row per group of ``by`` (default domain and agent)."""
     if frame.empty:
-        return pd.DataFrame(columns=[*by, "trials", "errors", "passed", "pass_rate", f"pass@{k}"])
+        return pd.DataFrame(
+            columns=[*by, "trials", "errors", "invalid", "passed", "pass_rate", f"pass@{k}"]
+        )
     metric_cols = sorted(c for c in frame.columns if c.startswith("metric."))
     rows = []
     for key, group in frame.groupby(list(by), sort=True):
         keys = key if isinstance(key, tuple) else (key,)
-        scored = group[~group["error"]]
+        scored = group[~group["error"] & ~group["invalid"]]
         row: dict[str, Any] = dict(zip(by, keys, strict=True))
         row["trials"] = len(group)
         row["errors"] = int(group["error"].sum())
+        row["invalid"] = int(group["invalid"].sum())
         row["passed"] = int(scored["passed"].sum())
         row["pass_rate"] = row["passed"] / len(scored) if len(scored) else math.nan
         per_scenario = [
@@ -122,11 +133,12 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 def display_rows(summary: pd.DataFrame, k: int = 1) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the summary table: counts, pass rate, pass@k and mean timings."""
-    header = ["domain", "agent", "trials", "errors", "pass rate", f"pass@{k}"]
+    header = ["domain", "agent", "trials", "errors", "invalid", "pass rate", f"pass@{k}"]
     header += ["setup s", "agent s", "total s"]
     rows = []
     for _, r in summary.iterrows():
         row = [str(r["domain"]), str(r["agent"]), str(r["trials"]), str(r["errors"])]
+        row.append(str(r.get("invalid", 0)))
         row += [_fmt(r["pass_rate"]), _fmt(r.get(f"pass@{k}"))]
         row += [
             _fmt(r.get("setup_mean"), 2),

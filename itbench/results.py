@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import secrets
 import threading
 from pathlib import Path
 
@@ -14,6 +16,10 @@ from itbench.models import RunManifest, TrialResult
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
 TRIALS = "trials"
+WORKSPACES = "workspaces"
+SECRET = "secret"
+#: The harness-only record in each trial directory that names its trial.
+TRIAL_RECORD = "trial.json"
 
 
 class RunDirError(Exception):
@@ -26,23 +32,86 @@ class RunStore:
     Results are appended one JSON line per trial, flushed and fsynced, so a killed run loses
     at most the trials in flight. A torn last line (the process died while writing it) is
     cut off on open so later appends stay well formed.
+
+    Everything here is harness-only: the run directory is mode 0711 (its workspaces must be
+    reachable for the sandbox), ``trials/`` 0700, the secret, manifest and results 0600.
+    Trial and workspace directories are named by each trial's random handle.
     """
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.results_path = run_dir / RESULTS
         self.manifest_path = run_dir / MANIFEST
+        self.secret_path = run_dir / SECRET
         self._lock = threading.Lock()
 
-    def trial_dir(self, trial_id: str) -> Path:
-        """The artifact directory of a trial."""
-        return self.run_dir / TRIALS / trial_id
+    def trial_dir(self, handle: str) -> Path:
+        """The harness-only artifact directory of a trial."""
+        return self.run_dir / TRIALS / handle
+
+    def workspace(self, handle: str) -> Path:
+        """The agent's workspace of a trial."""
+        return self.run_dir / WORKSPACES / handle
+
+    def _make_run_dir(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.run_dir, 0o711)
+
+    def make_trial_dirs(self, handle: str, trial_id: str) -> None:
+        """Create a trial's directory (with its record) and its empty workspace."""
+        self._make_run_dir()
+        for name, mode in ((TRIALS, 0o700), (WORKSPACES, 0o711)):
+            (self.run_dir / name).mkdir(mode=mode, exist_ok=True)
+            os.chmod(self.run_dir / name, mode)
+        trial = self.trial_dir(handle)
+        trial.mkdir(mode=0o700)
+        (trial / TRIAL_RECORD).write_text(
+            json.dumps({"trial_id": trial_id, "handle": handle}), encoding="utf-8"
+        )
+        self.workspace(handle).mkdir(mode=0o700)
+
+    def trial_dirs(self) -> dict[str, str]:
+        """Trial id of each trial directory, by handle, from the harness-only records."""
+        out: dict[str, str] = {}
+        for record in sorted((self.run_dir / TRIALS).glob(f"*/{TRIAL_RECORD}")):
+            try:
+                out[record.parent.name] = str(json.loads(record.read_text())["trial_id"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return out
+
+    def create_secret(self) -> bytes:
+        """Make the run's secret (random, in a 0600 file) and return it."""
+        self._make_run_dir()
+        secret = secrets.token_bytes(32)
+        fd = os.open(self.secret_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secret.hex() + "\n")
+        return secret
+
+    def read_secret(self, expected_sha256: str) -> bytes:
+        """The run's secret, checked against the hash its manifest recorded.
+
+        Raises:
+            RunDirError: missing, malformed or not the secret the manifest names.
+        """
+        try:
+            secret = bytes.fromhex(self.secret_path.read_text().strip())
+        except (OSError, ValueError) as exc:
+            raise RunDirError(f"{self.secret_path}: cannot read the run's secret: {exc}") from None
+        if hashlib.sha256(secret).hexdigest() != expected_sha256:
+            raise RunDirError(
+                f"{self.secret_path}: does not match the secret_sha256 of {self.manifest_path}"
+            )
+        return secret
 
     def write_manifest(self, manifest: RunManifest) -> None:
         """Write ``manifest.json`` atomically."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._make_run_dir()
         tmp = self.manifest_path.with_suffix(".json.tmp")
-        tmp.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(manifest.model_dump_json(indent=2))
         os.replace(tmp, self.manifest_path)
 
     def read_manifest(self) -> RunManifest:
@@ -77,17 +146,22 @@ class RunStore:
         """Append one result and make it durable."""
         line = result.model_dump_json() + "\n"
         with self._lock:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            with self.results_path.open("a", encoding="utf-8") as fh:
+            self._make_run_dir()
+            fd = os.open(self.results_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "a", encoding="utf-8") as fh:
                 fh.write(line)
                 fh.flush()
                 os.fsync(fh.fileno())
 
-    def results(self) -> list[TrialResult]:
-        """Every well-formed result, the last one winning for a repeated trial id.
+    def results(self, manifest: RunManifest | None = None) -> list[TrialResult]:
+        """Every result, one per trial id.
+
+        Args:
+            manifest: When given, every line must name a trial of this manifest and its run.
 
         Raises:
-            RunDirError: a complete line that is not a valid result.
+            RunDirError: a complete line that is not a valid result, a trial id recorded twice,
+                or (with ``manifest``) a trial or run the manifest does not hold.
         """
         out: dict[str, TrialResult] = {}
         try:
@@ -106,6 +180,16 @@ class RunStore:
                 raise RunDirError(
                     f"{self.results_path}:{number}: field '{loc}': {err['msg']}"
                 ) from None
+            where = f"{self.results_path}:{number}: field 'trial_id'"
+            if result.trial_id in out:
+                raise RunDirError(f"{where}: trial {result.trial_id!r} is recorded twice")
+            if manifest is not None and result.trial_id not in manifest.seeds:
+                raise RunDirError(f"{where}: trial {result.trial_id!r} is not in the manifest")
+            if manifest is not None and result.run_id != manifest.run_id:
+                raise RunDirError(
+                    f"{self.results_path}:{number}: field 'run_id': {result.run_id!r} is not "
+                    f"the manifest's run {manifest.run_id!r}"
+                )
             out[result.trial_id] = result
         del torn  # an incomplete last line is a trial that never finished
         return list(out.values())

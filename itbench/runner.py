@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.metadata as md
+import hmac
 import json
 import logging
-import os
-import platform
 import re
+import secrets
 import shutil
-import socket
-import subprocess
 import threading
 import time
 import traceback
@@ -26,9 +23,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from itbench.agents import AgentContext, AgentSpec
-from itbench.domain import Domain, Environment, TrialContext
+from itbench.domain import Domain, Environment, IntegrityError, TrialContext
 from itbench.models import (
-    HostInfo,
+    Label,
     RunConfig,
     RunManifest,
     ScenarioSpec,
@@ -38,6 +35,14 @@ from itbench.models import (
     TrialStatus,
 )
 from itbench.ports import PortAllocator, PortBlock
+from itbench.provenance import (
+    code_dirs,
+    code_hashes,
+    git_dirty,
+    git_revision,
+    host_info,
+    package_versions,
+)
 from itbench.results import RunStore
 from itbench.session import Bench
 from itbench.tools import Toolbox
@@ -67,14 +72,28 @@ class PlannedTrial:
 
 
 def trial_seed(run_seed: int, scenario_id: str, agent: str, index: int) -> int:
-    """A stable 31-bit seed for one trial, derived from the run seed."""
+    """A stable 31-bit seed for one trial, derived from the run seed (public: in the manifest)."""
     digest = hashlib.sha256(f"{run_seed}:{scenario_id}:{agent}:{index}".encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
+def environment_seed(secret: bytes, trial_id: str, seed: int) -> int:
+    """The seed a trial's environment gets: the public seed keyed with the run's secret."""
+    digest = hmac.new(secret, f"{trial_id}:{seed}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def trial_id_prefix(scenario_id: str) -> str:
+    """The scenario part of a trial id."""
+    return _SAFE.sub("_", scenario_id.replace("/", "."))
+
+
 def trial_id(scenario_id: str, agent: str, index: int) -> str:
-    """File-system safe trial id: ``<scenario>__<agent>__<index>``."""
-    return f"{_SAFE.sub('_', scenario_id.replace('/', '.'))}__{_SAFE.sub('_', agent)}__{index}"
+    """Stable trial id ``<scenario>__<agent>__<index>``: harness-side records only.
+
+    What an agent may see is the trial's random handle, never this id.
+    """
+    return f"{trial_id_prefix(scenario_id)}__{_SAFE.sub('_', agent)}__{index}"
 
 
 def plan_trials(specs: list[ScenarioSpec], config: RunConfig) -> list[PlannedTrial]:
@@ -90,43 +109,6 @@ def plan_trials(specs: list[ScenarioSpec], config: RunConfig) -> list[PlannedTri
         for spec in specs
         for i in range(config.trials)
     ]
-
-
-def package_versions(bench: Bench) -> dict[str, str]:
-    """Versions of Python, itbench and every plugin distribution."""
-    out = {"python": platform.python_version()}
-    for info in bench.host.infos.values():
-        if info.distribution and info.version:
-            out[info.distribution] = info.version
-    for name in ("pluggy", "pydantic"):
-        with contextlib.suppress(md.PackageNotFoundError):
-            out[name] = md.version(name)
-    return out
-
-
-def git_revision() -> str | None:
-    """The git revision of the working directory's checkout, if any."""
-    try:
-        proc = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout.strip() or None if proc.returncode == 0 else None
-
-
-def host_info() -> HostInfo:
-    """Facts about this machine."""
-    memory = None
-    with contextlib.suppress(ValueError, OSError, AttributeError):
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return HostInfo(
-        hostname=socket.gethostname(),
-        platform=platform.platform(),
-        python=platform.python_version(),
-        cpus=os.cpu_count() or 1,
-        memory_bytes=memory,
-    )
 
 
 def _now() -> datetime:
@@ -175,6 +157,10 @@ class Runner:
     def __post_init__(self) -> None:
         self.run_dir = self.run_dir.resolve()
         self.store = RunStore(self.run_dir)
+        self.secret = b""
+        self.labels: list[Label] = []
+        self._code: dict[str, str] = {}
+        self._code_dirs: dict[str, Path] = {}
         self._versions: dict[str, str] = {}
         self._by_id: dict[str, PlannedTrial] = {}
 
@@ -216,11 +202,24 @@ class Runner:
             created_at=_now(),
             config=self.config,
             packages=self._versions,
+            package_hashes=self._code,
             git_revision=git_revision(),
+            git_dirty=git_dirty(),
             host=host_info(),
             seeds={t.trial_id: t.seed for t in trials},
             scenario_ids=[s.id for s in specs],
+            secret_sha256=hashlib.sha256(self.secret).hexdigest(),
+            labels=self.labels,
         )
+
+    def protected_paths(self) -> list[Path]:
+        """What no external agent may see: the run directory, catalogs and the code."""
+        return [self.run_dir, *self.bench.catalog_paths, *self._code_dirs.values()]
+
+    def code_changed(self) -> list[str]:
+        """Packages whose source changed since the run started (the code that scores)."""
+        now = code_hashes(self._code_dirs)
+        return sorted(k for k, v in self._code.items() if now.get(k) != v)
 
     # --- running -------------------------------------------------------------------------
 
@@ -235,9 +234,13 @@ class Runner:
         executor_spec = self.bench.executors.get(self.config.executor)
         if executor_spec is None:
             raise UsageError(f"unknown executor {self.config.executor!r}")
-        self._versions = package_versions(self.bench)
+        self._versions = package_versions(self.bench.host)
+        self._code_dirs = code_dirs(self.bench.host)
+        self._code = code_hashes(self._code_dirs)
+        self.labels = agent.labels(self.config.sandbox)
         if resume:
             manifest = self.store.read_manifest()
+            self.secret = self.store.read_secret(manifest.secret_sha256)
             specs = [
                 self.bench.catalog.scenarios[s]
                 for s in manifest.scenario_ids
@@ -263,10 +266,13 @@ class Runner:
         else:
             if self.store.results_path.exists() or self.store.manifest_path.exists():
                 raise UsageError(f"{self.run_dir} already holds a run; use --resume to continue it")
+            self.secret = self.store.create_secret()
             manifest = self.manifest(trials, specs)
             self.store.write_manifest(manifest)
-        done = {r.trial_id for r in self.store.results()}
+        done = {r.trial_id for r in self.store.results(manifest)}
         todo = [t for t in trials if t.trial_id not in done]
+        if resume:
+            self._recover_unfinished(done)
         if self.on_plan:
             self.on_plan(len(todo), len(trials) - len(todo))
         self.bench.host.call_each("itbench_run_started", manifest=manifest, run_dir=self.run_dir)
@@ -279,7 +285,7 @@ class Runner:
             interrupted = True
             raise
         finally:
-            results = self.store.results()
+            results = self.store.results(manifest)
             if not interrupted:
                 self.bench.host.call_each(
                     "itbench_run_finished", run_dir=self.run_dir, results=results
@@ -287,6 +293,26 @@ class Runner:
         return RunOutcome(
             self.run_dir, results, skipped=len(trials) - len(todo), interrupted=interrupted
         )
+
+    def _recover_unfinished(self, done: set[str]) -> None:
+        """Stop and remove what trials of a killed harness left (from harness-only records)."""
+        for handle, trial_id in self.store.trial_dirs().items():
+            if trial_id in done:
+                continue
+            trial = self.store.trial_dir(handle)
+            domain = self._domain_of(trial_id)
+            if domain is not None:
+                with contextlib.suppress(Exception):
+                    domain.recover(trial)
+            shutil.rmtree(trial, ignore_errors=True)
+            shutil.rmtree(self.store.workspace(handle), ignore_errors=True)
+
+    def _domain_of(self, trial_id: str) -> Domain | None:
+        scenario = trial_id.split("__", 1)[0]
+        for spec in self.bench.catalog.scenarios.values():
+            if trial_id_prefix(spec.id) == scenario:
+                return self.bench.domains.get(spec.domain)
+        return None
 
     def _record(self, result: TrialResult | None) -> None:
         if result is None:  # interrupted in flight: nothing recorded, resume reruns it
@@ -323,18 +349,13 @@ class TrialRun:
         self.metrics: dict[str, Any] = {}
         self.toolbox: Toolbox | None = None
         self.usage: Any = None
-        self.trial_dir = runner.store.trial_dir(trial.trial_id)
-        self.workspace = runner.run_dir / "workspaces" / trial.trial_id
+        self.output: Any = None
+        self.handle = secrets.token_hex(8)
+        self.trial_dir = runner.store.trial_dir(self.handle)
+        self.workspace = runner.store.workspace(self.handle)
 
     def _prepare_dirs(self) -> None:
-        if self.trial_dir.exists():
-            # Left by a harness that died mid-trial: stop what it started, then start afresh.
-            with contextlib.suppress(Exception):
-                self.domain.recover(self.trial_dir)
-            shutil.rmtree(self.trial_dir, ignore_errors=True)
-        shutil.rmtree(self.workspace, ignore_errors=True)
-        self.trial_dir.mkdir(parents=True)
-        self.workspace.mkdir(parents=True)
+        self.runner.store.make_trial_dirs(self.handle, self.trial.trial_id)
 
     def _phase(self, name: str, fn: Callable[[], Any]) -> Any:
         if self.runner.cancel.is_set():
@@ -359,25 +380,25 @@ class TrialRun:
         try:
             block = self.runner.ports.acquire(max(self.domain.ports_per_trial, 1))
             ctx = TrialContext(
-                trial_id=self.trial.trial_id,
-                seed=self.trial.seed,
+                trial_id=self.handle,
+                seed=environment_seed(self.runner.secret, self.trial.trial_id, self.trial.seed),
                 trial_dir=self.trial_dir,
                 workspace=self.workspace,
                 port_base=block.base,
                 port_count=block.count,
                 options=dict(self.runner.config.options),
-                log=logging.getLogger(f"itbench.trial.{self.trial.trial_id}"),
+                log=logging.getLogger(f"itbench.trial.{self.handle}"),
+                secret=self.runner.secret,
             )
             env = self.domain.create_environment(self.spec, ctx)
             self._phase("setup", env.setup)
             self._phase("inject", env.inject)
             ready_timeout = float(ctx.options.get("ready_timeout", DEFAULT_READY_TIMEOUT))
             self._phase("ready", lambda: env.wait_observable(ready_timeout))
+            before = env.fingerprint()
             submission = self._run_agent(env, ctx)
-            evaluation = self._phase(
-                "evaluate",
-                lambda: self.domain.evaluate(self.spec, env, submission, self.toolbox, ctx),  # type: ignore[arg-type]
-            )
+            self._check_integrity(env, before)
+            evaluation = self._phase("evaluate", lambda: self._evaluate(env, submission, ctx))
             self.metrics = dict(evaluation.metrics)
             self.timings.time_to_detect = evaluation.time_to_detect
             self.timings.time_to_mitigate = evaluation.time_to_mitigate
@@ -386,6 +407,10 @@ class TrialRun:
                 self.status = TrialStatus.passed if evaluation.passed else TrialStatus.failed
         except _Cancelled:
             cancelled = True
+        except IntegrityError as exc:
+            self.status = TrialStatus.invalid
+            self.error = str(exc)
+            (self.trial_dir / "invalid.txt").write_text(self.error + "\n", encoding="utf-8")
         except Exception as exc:
             self.status = TrialStatus.error
             self.error = f"{type(exc).__name__}: {exc}"
@@ -406,6 +431,38 @@ class TrialRun:
         self.timings.total = round(time.perf_counter() - t0, 6)
         return self._result(started)
 
+    def _check_integrity(self, env: Environment, before: dict[str, str]) -> None:
+        """After the agent's turn: harness servers, evaluator inputs and scoring code intact.
+
+        Raises:
+            IntegrityError: any of them is not as it was before the agent's turn.
+        """
+        problems = list(env.harness_problems())
+        after = env.fingerprint()
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        if changed:
+            problems.append(
+                f"evaluator inputs changed during the agent's turn: {', '.join(changed)}"
+            )
+        code = self.runner.code_changed()
+        if code:
+            problems.append(f"scoring code changed since the run started: {', '.join(code)}")
+        if problems:
+            raise IntegrityError("; ".join(problems))
+
+    def _evaluate(self, env: Environment, submission: Submission | None, ctx: TrialContext) -> Any:
+        assert self.toolbox is not None
+        try:
+            return self.domain.evaluate(self.spec, env, submission, self.toolbox, ctx)
+        except IntegrityError:
+            raise
+        except Exception as exc:
+            # A harness server that died while judging is tampering, not infrastructure.
+            problems = env.harness_problems()
+            if problems:
+                raise IntegrityError("; ".join(problems)) from exc
+            raise
+
     def _run_agent(self, env: Environment, ctx: TrialContext) -> Submission | None:
         limit = float(self.runner.config.timeout or self.spec.time_limit)
         deadline_ts = time.time() + limit
@@ -419,7 +476,12 @@ class TrialRun:
             task = task.model_copy(update={"time_limit": limit})
         (self.trial_dir / "task.json").write_text(task.model_dump_json(indent=2), encoding="utf-8")
         agent_ctx = AgentContext(
-            self.domain, self.spec if self.agent_spec.privileged else None, dict(ctx.options)
+            self.domain,
+            self.spec if self.agent_spec.privileged else None,
+            dict(ctx.options),
+            sandbox=self.runner.config.sandbox,
+            trial_dir=self.trial_dir,
+            protected=self.runner.protected_paths(),
         )
         box: dict[str, Any] = {}
 
@@ -443,6 +505,7 @@ class TrialRun:
         self.timings.agent = round(time.perf_counter() - start, 6)
         agent_obj = box.get("agent")
         self.usage = getattr(agent_obj, "usage", None)
+        self.output = getattr(agent_obj, "output", None)
         if thread.is_alive():
             self._stop_agent(thread)
             self.status = TrialStatus.timeout
@@ -493,6 +556,7 @@ class TrialRun:
         return TrialResult(
             run_id=self.runner._manifest.run_id,
             trial_id=self.trial.trial_id,
+            handle=self.handle,
             scenario_id=self.spec.id,
             domain=self.spec.domain,
             agent=self.trial.agent,
@@ -505,6 +569,8 @@ class TrialRun:
             tool_calls=len(calls),
             usage=usage.model_dump() if usage is not None else {},
             error=self.error,
+            labels=list(self.runner.labels),
+            agent_output=self.output,
             tags=list(self.spec.tags),
             complexity=self.spec.complexity,
             task_types=list(self.spec.task_types),

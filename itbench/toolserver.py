@@ -1,101 +1,285 @@
 """Serves a trial's toolbox over HTTP on 127.0.0.1, for agents that are external processes.
 
-Protocol (JSON, every request carries ``Authorization: Bearer <token>``):
+The protocol is described in :mod:`itbench.toolclient`, whose client (a standalone program,
+bound into an agent's sandbox) is what ``itbench tool`` runs.
 
-- ``GET /task`` — the task view;
-- ``GET /tools`` — the tool specs (name, description, JSON-schema parameters, action flag);
-- ``POST /call`` with ``{"tool": NAME, "arguments": {...}}`` — answers
-  ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``.
-
-The ``itbench tool`` command is a client of this protocol; it reads ``ITBENCH_TOOLS_URL`` and
-``ITBENCH_TOOLS_TOKEN`` from the environment.
+The server answers every request it refuses with a 4xx and a JSON error, and anything that
+goes wrong while handling one with a 500: never with a traceback on the harness's output. A
+request must arrive whole (line, headers and body) within ``read_timeout`` seconds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+import io
+import itertools
 import json
+import re
 import secrets
+import socket
 import threading
-import urllib.error
-import urllib.request
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from itbench import toolclient
 from itbench.models import TaskView
+from itbench.toolclient import TOKEN_ENV, URL_ENV, ToolClientError
 from itbench.tools import Toolbox, ToolError, _jsonable
 
-URL_ENV = "ITBENCH_TOOLS_URL"
-TOKEN_ENV = "ITBENCH_TOOLS_TOKEN"
+__all__ = [
+    "MAX_BODY",
+    "MAX_DEPTH",
+    "TOKEN_ENV",
+    "URL_ENV",
+    "RemoteToolError",
+    "ToolClient",
+    "ToolServer",
+    "json_depth",
+]
+
 MAX_BODY = 4 * 1024 * 1024
+MAX_DEPTH = 64
+READ_TIMEOUT = 30.0
+# After refusing a body unread, discard what the client still sends for a little while, so
+# that closing the socket does not reset the connection before the client reads the answer.
+LINGER_SECONDS = 2.0
+LINGER_BYTES = 4 * MAX_BODY
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKETS = b"[]{}"
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in _BRACKETS)
+_SIGNS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 and -1 as signed bytes
+
+
+def json_depth(document: bytes) -> int:
+    """How deeply arrays and objects nest in a UTF-8 JSON ``document``, found without recursion.
+
+    Brackets inside strings do not count. On text that is not JSON the answer is only an
+    upper bound of something meaningless, which is enough to refuse it.
+    """
+    signs = _STRING.sub(b"", document).translate(_SIGNS, _NOT_BRACKETS)
+    return max(itertools.accumulate(memoryview(signs).cast("b")), default=0)
+
+
+class RemoteToolError(ToolError, ToolClientError):
+    """A failed request to a tool server, catchable as either error class."""
+
+
+class ToolClient(toolclient.ToolClient):
+    """The protocol's client, raising :class:`~itbench.tools.ToolError` like a local toolbox."""
+
+    error = RemoteToolError
+
+
+class _Refused(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class _DeadlineReader(io.RawIOBase):
+    """Reads a socket, failing with :class:`TimeoutError` once ``deadline`` has passed."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        super().__init__()
+        self._sock = sock
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request took too long to arrive")
+        self._sock.settimeout(remaining)
+        return self._sock.recv_into(buffer)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, owner: ToolServer) -> None:
+        self.owner = owner
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Drop the connection quietly: the harness's output is not the client's to fill."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        owner = self.server.owner
+        self.rfile.close()
+        self.rfile = io.BufferedReader(
+            _DeadlineReader(self.connection, time.monotonic() + owner.read_timeout)
+        )
+        self._responded = False
+        self._unread_body = False
+
+    def finish(self) -> None:
+        with contextlib.suppress(OSError):
+            super().finish()
+        if self._unread_body:
+            self._discard_input()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep the harness's output clean."""
+
+    def _send(self, code: int, payload: Any) -> None:
+        try:
+            body = json.dumps(payload, default=str).encode()
+        except (ValueError, TypeError, RecursionError):
+            code, body = 500, b'{"ok": false, "error": "the result cannot be sent as JSON"}'
+        self._responded = True
+        try:
+            self.connection.settimeout(self.server.owner.read_timeout)
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            if self._unread_body:
+                self.close_connection = True
+                self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:
+            self.close_connection = True
+
+    def _discard_input(self) -> None:
+        sock = self.connection
+        end = time.monotonic() + LINGER_SECONDS
+        budget = LINGER_BYTES
+        scratch = bytearray(64 * 1024)
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_WR)
+            while budget > 0 and (remaining := end - time.monotonic()) > 0:
+                sock.settimeout(remaining)
+                got = sock.recv_into(scratch)
+                if not got:
+                    break
+                budget -= got
+
+    def _answer(self, handle: Any) -> None:
+        try:
+            handle()
+        except _Refused as exc:
+            self._send(exc.code, {"ok": False, "error": exc.message})
+        except TimeoutError:
+            self.close_connection = True
+            if not self._responded:
+                self._send(408, {"ok": False, "error": "the request took too long to arrive"})
+        except Exception as exc:  # noqa: BLE001 - the client gets a 500, the harness no traceback
+            self.close_connection = True
+            if not self._responded:
+                message = f"internal error of the tool server: {type(exc).__name__}"
+                self._send(500, {"ok": False, "error": message})
+
+    def _check_token(self) -> None:
+        given = self.headers.get("Authorization", "").removeprefix("Bearer ")
+        expected = self.server.owner.token
+        # Compared as bytes: compare_digest refuses str with non-ASCII characters.
+        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected.encode()):
+            raise _Refused(401, "missing or wrong token")
+
+    def do_GET(self) -> None:
+        self._answer(self._get)
+
+    def do_POST(self) -> None:
+        # Until the body is read, a refusal must not close the socket on the client's data.
+        self._unread_body = self.headers.get("Content-Length", "").strip() != "0"
+        self._answer(self._post)
+
+    def _get(self) -> None:
+        self._check_token()
+        owner = self.server.owner
+        if self.path == "/tools":
+            self._send(200, [s.model_dump() for s in owner.toolbox.specs()])
+        elif self.path == "/task":
+            self._send(200, owner.task.model_dump(mode="json"))
+        else:
+            raise _Refused(404, f"no such path {self.path}")
+
+    def _post(self) -> None:
+        self._check_token()
+        if self.path != "/call":
+            raise _Refused(404, f"no such path {self.path}")
+        body = self._read_body(self._content_length())
+        name, arguments = _parse_call(body)
+        try:
+            result = self.server.owner.toolbox.call(name, **arguments)
+        except ToolError as exc:
+            self._send(200, {"ok": False, "error": str(exc)})
+            return
+        self._send(200, {"ok": True, "result": _jsonable(result)})
+
+    def _content_length(self) -> int:
+        if "Transfer-Encoding" in self.headers:
+            raise _Refused(411, "chunked bodies are not accepted: send a Content-Length")
+        values = self.headers.get_all("Content-Length") or []
+        if not values:
+            raise _Refused(411, "a Content-Length is required")
+        if len(values) > 1:
+            raise _Refused(400, "more than one Content-Length")
+        raw = values[0].strip()
+        if not (raw.isascii() and raw.isdigit()):
+            raise _Refused(400, f"Content-Length must be a number of bytes, not {raw[:32]!r}")
+        if len(raw) > len(str(MAX_BODY)) or int(raw) > MAX_BODY:
+            raise _Refused(413, f"request too large: at most {MAX_BODY} bytes")
+        return int(raw)
+
+    def _read_body(self, length: int) -> bytes:
+        body = self.rfile.read(length) if length else b""
+        if len(body) < length:
+            raise _Refused(400, f"body shorter than its Content-Length ({len(body)} < {length})")
+        self._unread_body = False
+        return body
+
+
+def _parse_call(body: bytes) -> tuple[str, dict[str, Any]]:
+    """The tool name and arguments of a ``/call`` body; :class:`_Refused` (400) if malformed."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Refused(400, "bad request: the body is not UTF-8") from None
+    if json_depth(body) > MAX_DEPTH:
+        raise _Refused(400, f"bad request: JSON nested deeper than {MAX_DEPTH} levels")
+    try:
+        request = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _Refused(400, f"bad request: {exc}") from None
+    if not isinstance(request, dict):
+        raise _Refused(400, "bad request: the body must be a JSON object")
+    name = request.get("tool")
+    arguments = request.get("arguments") or {}
+    if not isinstance(name, str) or not isinstance(arguments, dict):
+        raise _Refused(400, "bad request: 'tool' must be a string and 'arguments' an object")
+    return name, arguments
 
 
 class ToolServer:
-    """An HTTP front of one toolbox, bound to an ephemeral port of 127.0.0.1."""
+    """An HTTP front of one toolbox, bound to an ephemeral port of 127.0.0.1.
 
-    def __init__(self, toolbox: Toolbox, task: TaskView) -> None:
+    Args:
+        toolbox: the tools served.
+        task: the task view served at ``/task``.
+        read_timeout: seconds a client has to send a whole request; also the socket timeout
+            while answering.
+    """
+
+    def __init__(
+        self, toolbox: Toolbox, task: TaskView, read_timeout: float = READ_TIMEOUT
+    ) -> None:
         self.toolbox = toolbox
         self.task = task
         self.token = secrets.token_hex(16)
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                """Keep the harness's output clean."""
-
-            def _send(self, code: int, payload: Any) -> None:
-                body = json.dumps(payload, default=str).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def _authorized(self) -> bool:
-                given = self.headers.get("Authorization", "").removeprefix("Bearer ")
-                if hmac.compare_digest(given, server.token):
-                    return True
-                self._send(401, {"ok": False, "error": "missing or wrong token"})
-                return False
-
-            def do_GET(self) -> None:
-                if not self._authorized():
-                    return
-                if self.path == "/tools":
-                    self._send(200, [s.model_dump() for s in server.toolbox.specs()])
-                elif self.path == "/task":
-                    self._send(200, server.task.model_dump(mode="json"))
-                else:
-                    self._send(404, {"ok": False, "error": f"no such path {self.path}"})
-
-            def do_POST(self) -> None:
-                if not self._authorized():
-                    return
-                if self.path != "/call":
-                    self._send(404, {"ok": False, "error": f"no such path {self.path}"})
-                    return
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > MAX_BODY:
-                    self._send(413, {"ok": False, "error": "request too large"})
-                    return
-                try:
-                    request = json.loads(self.rfile.read(length) or b"{}")
-                    name = request["tool"]
-                    arguments = request.get("arguments") or {}
-                    if not isinstance(name, str) or not isinstance(arguments, dict):
-                        raise TypeError("'tool' must be a string and 'arguments' an object")
-                except (ValueError, KeyError, TypeError) as exc:
-                    self._send(400, {"ok": False, "error": f"bad request: {exc}"})
-                    return
-                try:
-                    result = server.toolbox.call(name, **arguments)
-                except ToolError as exc:
-                    self._send(200, {"ok": False, "error": str(exc)})
-                    return
-                self._send(200, {"ok": True, "result": _jsonable(result)})
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        self.read_timeout = read_timeout
+        self._httpd = _HTTPServer(self)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, daemon=True, name="itbench-tools"
         )
@@ -120,43 +304,3 @@ class ToolServer:
         if self._thread.is_alive():
             self._httpd.shutdown()
         self._httpd.server_close()
-
-
-class ToolClient:
-    """A client of :class:`ToolServer` (what ``itbench tool`` uses)."""
-
-    def __init__(self, url: str, token: str, timeout: float = 120.0) -> None:
-        self.url = url.rstrip("/")
-        self.token = token
-        self.timeout = timeout
-
-    def _request(self, path: str, payload: Any = None) -> Any:
-        data = None if payload is None else json.dumps(payload).encode()
-        req = urllib.request.Request(self.url + path, data=data, method="POST" if data else "GET")
-        req.add_header("Authorization", f"Bearer {self.token}")
-        req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310 - loopback URL
-                return json.loads(resp.read())
-        except urllib.error.HTTPError as exc:
-            body = json.loads(exc.read() or b"{}")
-            raise ToolError(body.get("error") or f"HTTP {exc.code}") from None
-        except urllib.error.URLError as exc:
-            raise ToolError(f"cannot reach the tool server at {self.url}: {exc.reason}") from None
-
-    def tools(self) -> list[dict[str, Any]]:
-        """Tool specs."""
-        result: list[dict[str, Any]] = self._request("/tools")
-        return result
-
-    def task(self) -> dict[str, Any]:
-        """The task view."""
-        result: dict[str, Any] = self._request("/task")
-        return result
-
-    def call(self, tool: str, **arguments: Any) -> Any:
-        """Call a tool; raises :class:`ToolError` with the server's message on failure."""
-        answer = self._request("/call", {"tool": tool, "arguments": arguments})
-        if not answer.get("ok"):
-            raise ToolError(answer.get("error", "tool call failed"))
-        return answer.get("result")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,7 +31,7 @@ def test_a_program_using_itbench_tool_solves_toy_scenarios(itbench: CliFn, tmp_p
         "-s",
         "toy/[hr]*",
         "--option",
-        f"agent_command={sys.executable} {AGENT}",
+        f"agent_command=/usr/bin/python3 {AGENT}",
         "--out",
         "x",
     )
@@ -134,3 +135,50 @@ def test_the_tool_server_needs_its_token_and_reports_tool_errors(tmp_path: Path)
 def test_itbench_tool_without_a_trial_is_a_usage_error(itbench: CliFn) -> None:
     res = itbench("tool", "list")
     assert res.returncode == 2 and "ITBENCH_TOOLS_URL" in res.stderr
+
+
+def test_itbench_tool_and_the_standalone_client_answer_alike(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    def add(a: int, b: int = 1) -> int:
+        """Add."""
+        return a + b
+
+    box = Toolbox.of([Tool.from_function(add)])
+    task = TaskView(
+        handle="h",
+        domain="toy",
+        goal="g",
+        task_types=["detection"],
+        tools=box.specs(),
+        workspace=tmp_path,
+        deadline="2030-01-01T00:00:00Z",
+        time_limit=10,
+        output_schema={},
+    )
+    client = Path(__file__).parents[1] / "itbench" / "toolclient.py"
+    server = ToolServer(box, task).start()
+    try:
+        for args, code in [
+            (["call", "add", "a=2", "--args-json", '{"b": 5}'], 0),
+            (["call", "add", "a=x"], 1),
+            (["call", "add", "nokey"], 2),
+            (["call", "nope"], 1),
+            (["list"], 0),
+        ]:
+            ours = itbench("tool", *args, env=server.env())
+            alone = subprocess.run(
+                ["/usr/bin/python3", str(client), "tool", *args],
+                capture_output=True,
+                text=True,
+                env={"PATH": "/usr/bin:/bin", **server.env()},
+                cwd="/tmp",
+                timeout=60,
+            )
+            assert (ours.returncode, alone.returncode) == (code, code), (args, ours.stderr)
+            assert ours.stdout == alone.stdout, args
+            if code == 1:
+                assert ours.stderr.split() == alone.stderr.split(), args
+    finally:
+        server.stop()
+    assert json.loads(ours.stdout)[0]["name"] == "add"

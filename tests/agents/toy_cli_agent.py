@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-ITBENCH = [sys.executable, "-m", "itbench.cli", "tool"]
+ITBENCH = ["itbench", "tool"]
 
 
 def tool(*args: str) -> object:

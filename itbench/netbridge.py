@@ -1,0 +1,169 @@
+"""TCP forwarding across a sandbox's network namespace, over one Unix socket.
+
+A sandboxed agent has a network namespace of its own with only a loopback interface, so it
+reaches nothing of the host. This module carries the few TCP ports it may reach (its tool
+server and the public endpoints of its task) across that boundary:
+
+- outside, :class:`Relay` (run by the harness) accepts connections on a Unix socket; each
+  starts with a line holding a port number, and is relayed to ``127.0.0.1:PORT`` only when
+  that port is on the relay's allow list;
+- inside, ``python3 netbridge.py SOCKET PORTS -- COMMAND...`` listens on ``127.0.0.1:PORT`` of
+  the sandbox for each allowed port, forwards each connection through the socket, runs the
+  command and exits with its status (so the sandbox ends when the agent does).
+
+The file uses the standard library alone: it is bound into the sandbox by itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterable
+
+_CHUNK = 65536
+_HEADER_MAX = 8
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    """Copy ``src`` to ``dst`` until end of stream, then half-close ``dst``."""
+    try:
+        while True:
+            data = src.recv(_CHUNK)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+
+def splice(a: socket.socket, b: socket.socket) -> None:
+    """Relay two connected sockets both ways until both directions end; closes both."""
+    back = threading.Thread(target=_pump, args=(b, a), daemon=True)
+    back.start()
+    _pump(a, b)
+    back.join()
+    a.close()
+    b.close()
+
+
+def _read_header(conn: socket.socket) -> int | None:
+    data = b""
+    while not data.endswith(b"\n"):
+        if len(data) > _HEADER_MAX:
+            return None
+        piece = conn.recv(1)
+        if not piece:
+            return None
+        data += piece
+    text = data.strip()
+    return int(text) if text.isdigit() else None
+
+
+class Relay:
+    """The harness's side: a Unix socket that forwards to allowed ports of 127.0.0.1.
+
+    Args:
+        path: Where to create the socket (its directory must be private to the harness
+            except for the sandbox that binds it).
+        ports: The TCP ports of 127.0.0.1 a connection may ask for.
+    """
+
+    def __init__(self, path: str, ports: Iterable[int]) -> None:
+        self.path = path
+        self.ports = frozenset(ports)
+        self.refused: list[int | None] = []
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.bind(path)
+        os.chmod(path, 0o666)
+        self._sock.listen(64)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True, name="itbench-relay")
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        conn.settimeout(10)
+        try:
+            port = _read_header(conn)
+        except OSError:
+            port = None
+        if port is None or port not in self.ports:
+            self.refused.append(port)
+            conn.close()
+            return
+        try:
+            upstream = socket.create_connection(("127.0.0.1", port), timeout=10)
+        except OSError:
+            conn.close()
+            return
+        conn.settimeout(None)
+        upstream.settimeout(None)
+        splice(conn, upstream)
+
+    def stop(self) -> None:
+        """Stop accepting and remove the socket. Idempotent."""
+        self._stopped.set()
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+
+def _listen_inside(sock_path: str, port: int) -> None:
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", port))
+    server.listen(64)
+
+    def forward(conn: socket.socket) -> None:
+        out = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            out.connect(sock_path)
+            out.sendall(f"{port}\n".encode())
+        except OSError:
+            conn.close()
+            out.close()
+            return
+        splice(conn, out)
+
+    def serve() -> None:
+        while True:
+            conn, _ = server.accept()
+            threading.Thread(target=forward, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+
+
+def main(argv: list[str]) -> int:
+    """Inside the sandbox: forward the ports, run the command, return its exit status."""
+    if len(argv) < 4 or argv[2] != "--":
+        print("usage: netbridge.py SOCKET PORT[,PORT...] -- COMMAND...", file=sys.stderr)
+        return 2
+    sock_path, ports, command = argv[0], argv[1], argv[3:]
+    for port in filter(None, ports.split(",")):
+        _listen_inside(sock_path, int(port))
+    try:
+        proc = subprocess.Popen(command)
+    except OSError as exc:
+        print(f"cannot run {command[0]}: {exc}", file=sys.stderr)
+        return 127
+    return proc.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,266 @@
+"""The namespace sandbox external agents run in (bubblewrap).
+
+An agent program runs as an unprivileged uid of its own, in new user, PID, network, IPC, UTS
+and cgroup namespaces, on an empty root that holds only:
+
+- ``/usr`` read-only (``/usr/local`` hidden), with the usual ``/bin``, ``/lib``... links, and a
+  few files of ``/etc`` (loader cache, alternatives, certificates, a generated ``passwd``);
+- its workspace, writable, at the same absolute path as on the host;
+- its own program's directory, read-only (``agent_dir``);
+- a private ``/tmp``, its own ``/proc`` and a minimal ``/dev``;
+- ``/opt/itbench``: the tool client (``itbench tool ...``) and the port bridge, two files of the
+  standard library alone.
+
+It sees no file of the harness (repository, installed packages, catalog, run directory, other
+trials) and no process outside its PID namespace. Its network namespace has a loopback
+interface only; :mod:`itbench.netbridge` forwards the tool server's port and the ports of the
+public endpoints in the task context, nothing else. When the program exits, or is stopped, the
+PID namespace ends and every process in it, daemons included, goes with it, with the
+listeners they opened.
+
+bubblewrap runs unprivileged, as the agent's uid, so it can bind only paths that uid can reach;
+a workspace under a private directory (``/root/...``, a 0700 temporary directory) is not one.
+So the harness's child first enters a mount namespace of its own, still as root, binds the
+workspace and the agent's directory onto mount points in a private, traversable directory, and
+only then drops to the agent's uid and starts bubblewrap. Those mounts exist in that child's
+namespace alone and end with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from itbench import netbridge, toolclient
+
+#: Where the harness's helper programs appear inside the sandbox.
+OPT = "/opt/itbench"
+#: The Unix socket directory of the port bridge inside the sandbox.
+RUN = "/run/itbench"
+#: Variables an agent program gets besides the ``ITBENCH_*`` ones the harness sets.
+PATH = f"{OPT}/bin:/usr/bin:/bin"
+#: Files of /etc a program commonly needs; those that exist are bound read-only.
+ETC = (
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "nsswitch.conf",
+    "protocols",
+    "services",
+    "mime.types",
+    "ssl/certs",
+    "ca-certificates",
+    "ca-certificates.conf",
+)
+#: Range of the uids agents run as (one drawn per trial; no account needs to exist).
+UID_RANGE = (200_000, 299_999)
+_WRAPPER = f'#!/bin/sh\nexec /usr/bin/python3 {OPT}/toolclient.py "$@"\n'
+_CLONE_NEWNS = 0x00020000
+_MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
+
+
+class SandboxError(Exception):
+    """The sandbox cannot be built as asked (no bubblewrap, an agent dir exposing the harness)."""
+
+
+def bwrap_path() -> str | None:
+    """The bubblewrap program, or ``None`` when it is not installed."""
+    return shutil.which("bwrap")
+
+
+#: System directories already in the sandbox: a program there is not the agent's own.
+SYSTEM_DIRS = (Path("/usr"), Path("/bin"), Path("/sbin"), Path("/lib"), Path("/lib64"))
+
+
+def agent_dir_for(argv: Sequence[str]) -> Path | None:
+    """The directory of the command's first argument that is a file of its own.
+
+    ``python3 /opt/agents/a.py`` gives ``/opt/agents``; the system's programs
+    (``/usr/bin/python3``) are in the sandbox already and do not count.
+    """
+    for arg in argv:
+        path = Path(arg)
+        if not (path.is_absolute() or "/" in arg):
+            continue
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                resolved = path.resolve()
+                if not any(resolved.is_relative_to(d) for d in SYSTEM_DIRS):
+                    return resolved.parent
+    return None
+
+
+def check_agent_dir(agent_dir: Path, protected: Iterable[Path]) -> None:
+    """Refuse an agent directory that holds, or lies inside, a harness path.
+
+    Raises:
+        SandboxError: ``agent_dir`` is ``/``, or contains or is inside a protected path.
+    """
+    agent_dir = agent_dir.resolve()
+    if agent_dir == Path("/"):
+        raise SandboxError("the agent's directory cannot be /")
+    for p in protected:
+        p = p.resolve()
+        if p == agent_dir or p.is_relative_to(agent_dir) or agent_dir.is_relative_to(p):
+            raise SandboxError(
+                f"the agent's directory {agent_dir} overlaps {p}, which the agent must not see; "
+                "keep the agent program in a directory of its own (--option agent_dir=DIR)"
+            )
+
+
+@dataclass
+class Sandbox:
+    """The sandbox of one agent program.
+
+    Args:
+        workspace: The agent's writable directory (bound at the same path).
+        ports: TCP ports of 127.0.0.1 the agent may reach.
+        agent_dir: The agent program's directory, bound read-only at the same path.
+        env: The ``ITBENCH_*`` variables (and any other allowed) for the program.
+        files: Extra read-only files by their path inside the sandbox (under ``/opt``), with
+            their content (a probe program, for one).
+    """
+
+    workspace: Path
+    ports: Sequence[int]
+    agent_dir: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    uid: int = field(default_factory=lambda: secrets.SystemRandom().randint(*UID_RANGE))
+
+    def __post_init__(self) -> None:
+        self._fds: list[int] = []
+        self._private = Path(tempfile.mkdtemp(prefix="itbench-sandbox-", dir="/tmp"))
+        os.chmod(self._private, 0o711)
+        self._sock_dir = self._private / "run"
+        self._sock_dir.mkdir(mode=0o711)
+        mnt = self._private / "mnt"
+        mnt.mkdir(mode=0o711)
+        #: Host path -> mount point where the child binds it before dropping privileges.
+        self._stage = {self.workspace: mnt / "workspace"}
+        if self.agent_dir is not None:
+            self._stage[self.agent_dir] = mnt / "agent"
+        for point in self._stage.values():
+            point.mkdir(mode=0o700)
+            os.chown(point, self.uid, self.uid)
+        self.relay: netbridge.Relay | None = None
+
+    def preexec(self) -> None:
+        """In the child, before bubblewrap: stage the binds as root, then become the agent.
+
+        Runs between fork and exec (so it uses only system calls): a private mount namespace,
+        the workspace and agent directory bound onto their mount points, then no groups and
+        the agent's uid and gid.
+        """
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(_CLONE_NEWNS) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
+        if libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+            raise OSError(ctypes.get_errno(), "cannot make / private")
+        for src, point in self._stage.items():
+            if libc.mount(str(src).encode(), str(point).encode(), None, _MS_BIND, None) != 0:
+                raise OSError(ctypes.get_errno(), f"cannot bind {src}")
+        os.setgroups([])
+        os.setresgid(self.uid, self.uid, self.uid)
+        os.setresuid(self.uid, self.uid, self.uid)
+
+    def _fd(self, path: Path | str, flags: int = os.O_RDONLY) -> int:
+        fd = os.open(path, flags | os.O_CLOEXEC)
+        self._fds.append(fd)
+        return fd
+
+    def _data(self, name: str, text: str) -> int:
+        path = self._private / name
+        path.write_text(text, encoding="utf-8")
+        return self._fd(path)
+
+    def prepare(self) -> None:
+        """Give the workspace to the agent's uid and start the port relay."""
+        os.chown(self.workspace, self.uid, self.uid)
+        for entry in self.workspace.rglob("*"):
+            with contextlib.suppress(OSError):
+                os.chown(entry, self.uid, self.uid, follow_symlinks=False)
+        self.workspace.chmod(0o700)
+        self.relay = netbridge.Relay(str(self._sock_dir / "bridge.sock"), self.ports)
+
+    def argv(self, command: Sequence[str]) -> list[str]:
+        """The bubblewrap command line that runs ``command`` in this sandbox.
+
+        Raises:
+            SandboxError: bubblewrap is not installed.
+        """
+        bwrap = bwrap_path()
+        if bwrap is None:
+            raise SandboxError(
+                "bubblewrap (bwrap) is not installed: install it (Debian: bubblewrap), "
+                "or run with --sandbox none for debugging (results are labelled unsandboxed)"
+            )
+        out = [bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
+        out += ["--hostname", "sandbox", "--cap-drop", "ALL"]
+        out += ["--ro-bind", "/usr", "/usr", "--tmpfs", "/usr/local"]
+        for link in ("bin", "lib", "lib64", "sbin"):
+            target = Path("/") / link
+            if target.is_symlink():
+                out += ["--symlink", os.readlink(target), f"/{link}"]
+            elif target.is_dir():
+                out += ["--ro-bind", str(target), f"/{link}"]
+        for name in ETC:
+            if (Path("/etc") / name).exists():
+                out += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        home = str(self.workspace)
+        passwd = f"root:x:0:0::/:/usr/sbin/nologin\nagent:x:{self.uid}:{self.uid}::{home}:/bin/sh\n"
+        out += ["--ro-bind-data", str(self._data("passwd", passwd)), "/etc/passwd"]
+        group = f"root:x:0:\nagent:x:{self.uid}:\n"
+        out += ["--ro-bind-data", str(self._data("group", group)), "/etc/group"]
+        out += ["--ro-bind-data", str(self._data("hosts", "127.0.0.1 localhost\n")), "/etc/hosts"]
+        out += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/run"]
+        client = Path(toolclient.__file__).read_text(encoding="utf-8")
+        bridge = Path(netbridge.__file__).read_text(encoding="utf-8")
+        out += ["--ro-bind-data", str(self._data("toolclient.py", client)), f"{OPT}/toolclient.py"]
+        out += ["--ro-bind-data", str(self._data("netbridge.py", bridge)), f"{OPT}/netbridge.py"]
+        for i, (dest, content) in enumerate(sorted(self.files.items())):
+            out += ["--ro-bind-data", str(self._data(f"file-{i}", content)), dest]
+        wrapper = str(self._data("itbench", _WRAPPER))
+        out += ["--perms", "0555", "--file", wrapper, f"{OPT}/bin/itbench"]
+        out += ["--bind", str(self._sock_dir), RUN]
+        if self.agent_dir is not None:
+            out += ["--ro-bind", str(self._stage[self.agent_dir]), str(self.agent_dir)]
+        out += ["--bind", str(self._stage[self.workspace]), str(self.workspace)]
+        out += ["--chdir", str(self.workspace)]
+        ports = ",".join(str(p) for p in sorted(set(self.ports)))
+        out += ["/usr/bin/python3", f"{OPT}/netbridge.py", f"{RUN}/bridge.sock", ports, "--"]
+        return out + list(command)
+
+    def environment(self) -> dict[str, str]:
+        """The program's whole environment: nothing of the harness's own."""
+        return {
+            "PATH": PATH,
+            "HOME": str(self.workspace),
+            "LANG": os.environ.get("LANG", "C.UTF-8"),
+            **self.env,
+        }
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        """Descriptors bubblewrap must inherit."""
+        return tuple(self._fds)
+
+    def close(self) -> None:
+        """Stop the relay, close descriptors and remove the private files. Idempotent."""
+        if self.relay is not None:
+            self.relay.stop()
+            self.relay = None
+        for fd in self._fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds.clear()
+        shutil.rmtree(self._private, ignore_errors=True)
