@@ -17,6 +17,7 @@ import click
 from pydantic import ValidationError
 
 from itbench import __version__, console
+from itbench.builtin.agents import PROBES
 from itbench.models import (
     Complexity,
     RunConfig,
@@ -326,6 +327,12 @@ def _print_outcome(outcome: RunOutcome, as_json: bool) -> None:
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Domain option.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Keep runs here.")
+@click.option(
+    "--probes/--no-probes",
+    default=True,
+    show_default=True,
+    help="Also run the probe agents (leak, constant, thrash); each must fail.",
+)
 @json_option
 @bench_options
 def validate(
@@ -335,13 +342,17 @@ def validate(
     workers: int,
     options: tuple[str, ...],
     out: Path | None,
+    probes: bool,
     as_json: bool,
 ) -> None:
-    """Check scenarios: the oracle must pass each one and noop must fail it.
+    """Check scenarios: the oracle must pass each one; noop and every probe must fail it.
 
-    Exits 1 when the oracle fails or noop passes any selected scenario, and, when no
-    PATTERN is given, when any scenario file of the catalog is rejected. Plugin flags
-    (see `itbench plugins`) work as in `itbench evaluate`.
+    The probes are `probe/leak` (looks for the answer outside the environment, from the
+    sandbox), `probe/constant` (a fixed plausible answer; scenarios tagged `control` may pass
+    it) and `probe/thrash` (acts on everything). A scenario any of them passes is invalid,
+    with the agent named. Exits 1 when any selected scenario is invalid, and, when no PATTERN
+    is given, when any scenario file of the catalog is rejected. Plugin flags (see
+    `itbench plugins`) work as in `itbench evaluate`.
     """
     rest, flags = _plugin_flags(bench, [*patterns, *ctx.args])
     patterns = tuple(rest)
@@ -351,9 +362,10 @@ def validate(
         raise click.UsageError(f"no scenario matches {', '.join(patterns or ('*',))}")
     base = out or Path(tempfile.mkdtemp(prefix="itbench-validate-"))
     outcomes: dict[str, dict[str, TrialResult]] = {s.id: {} for s in specs}
+    agents = ["oracle", "noop", *(PROBES if probes else ())]
     _sigterm_as_interrupt()
     try:
-        for agent in ("oracle", "noop"):
+        for agent in agents:
             config = RunConfig(
                 agent=agent,
                 scenarios=[s.id for s in specs],
@@ -363,8 +375,8 @@ def validate(
             outcome = _run(
                 bench,
                 config,
-                base / agent,
-                resume=(base / agent / "manifest.json").exists(),
+                base / agent.replace("/", "-"),
+                resume=(base / agent.replace("/", "-") / "manifest.json").exists(),
                 show_progress=not as_json,
             )
             for r in outcome.results:
@@ -372,13 +384,12 @@ def validate(
     except KeyboardInterrupt:
         console.problem(f"interrupted; partial runs in {base}")
         sys.exit(EXIT_INTERRUPTED)
-    report = [_verdict(spec.id, outcomes[spec.id]) for spec in specs]
+    report = [_verdict(spec, outcomes[spec.id], agents) for spec in specs]
     bad = sum(not v["valid"] for v in report)
     rows = [
         [
             str(v["id"]),
-            str(v["oracle"] or "–"),
-            str(v["noop"] or "–"),
+            *(str(v["agents"].get(a) or "–") for a in agents),
             "[green]ok[/green]" if v["valid"] else "[red]INVALID[/red]",
             "; ".join(v["reasons"])[:160],
         ]
@@ -390,7 +401,7 @@ def validate(
             {"scenarios": report, "invalid": bad, "rejected_files": rejected, "runs": str(base)}
         )
     else:
-        console.table("validate", ["scenario", "oracle", "noop", "verdict", "why"], rows)
+        console.table("validate", ["scenario", *agents, "verdict", "why"], rows)
         console.out.print(
             f"{len(specs) - bad} valid, {bad} invalid, {rejected} rejected files; runs in {base}"
         )
@@ -398,22 +409,40 @@ def validate(
     sys.exit(EXIT_FAILED if bad or (rejected and not patterns) else EXIT_OK)
 
 
-def _verdict(scenario_id: str, by_agent: dict[str, TrialResult]) -> dict[str, Any]:
-    """Whether one scenario is valid: the oracle passed it and noop failed it."""
-    expected = {"oracle": TrialStatus.passed, "noop": TrialStatus.failed}
+#: What each agent of ``validate`` must end in; a probe may also time out or be invalid.
+_MUST = {
+    "oracle": {TrialStatus.passed},
+    "noop": {TrialStatus.failed},
+    **{p: {TrialStatus.failed, TrialStatus.timeout, TrialStatus.invalid} for p in PROBES},
+}
+
+
+def _verdict(
+    spec: ScenarioSpec, by_agent: dict[str, TrialResult], agents: list[str]
+) -> dict[str, Any]:
+    """Whether one scenario is valid: the oracle passed it, noop and every probe failed it.
+
+    A scenario tagged ``control`` expects a plain "no incident" answer, which
+    ``probe/constant`` may give; it alone may pass those.
+    """
     reasons = []
-    for agent, status in expected.items():
+    for agent in agents:
         result = by_agent.get(agent)
+        allowed = set(_MUST[agent])
+        if agent == "probe/constant" and "control" in spec.tags:
+            allowed.add(TrialStatus.passed)
         if result is None:
             reasons.append(f"{agent} missing")
-        elif result.status is not status:
+        elif result.status not in allowed:
             note = f": {result.error}" if result.error else ""
-            reasons.append(f"{agent} {result.status.value}{note}")
+            verb = "passed it" if result.passed else result.status.value
+            reasons.append(f"{agent} {verb}{note}")
+    statuses = {a: by_agent[a].status.value if a in by_agent else None for a in agents}
     return {
-        "id": scenario_id,
+        "id": spec.id,
         "valid": not reasons,
-        "oracle": by_agent["oracle"].status.value if "oracle" in by_agent else None,
-        "noop": by_agent["noop"].status.value if "noop" in by_agent else None,
+        **{a: statuses[a] for a in ("oracle", "noop")},
+        "agents": statuses,
         "reasons": reasons,
     }
 

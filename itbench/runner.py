@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import logging
+import os
 import re
 import secrets
 import shutil
@@ -53,7 +54,28 @@ log = logging.getLogger("itbench.runner")
 DEFAULT_READY_TIMEOUT = 120.0
 #: Seconds an agent past its time limit (or cancelled) gets to stop what it started.
 AGENT_STOP_GRACE = 10.0
+#: Where each workspace gets a neutral alias, so the path an agent sees names no run directory.
+WORKSPACE_ALIASES = Path("/tmp/itbench-workspaces")
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def workspace_alias(handle: str, real: Path) -> Path:
+    """A link ``/tmp/itbench-workspaces/<handle>`` to a trial's workspace (or ``real`` itself).
+
+    Run directories are named by users (``--out runs/crash-loop``); the workspace's own path
+    would show that name to the agent. The alias names only the random handle. Without a
+    directory of aliases that belongs to this user, the real path is used.
+    """
+    try:
+        WORKSPACE_ALIASES.mkdir(mode=0o711, exist_ok=True)
+        info = WORKSPACE_ALIASES.lstat()
+        if WORKSPACE_ALIASES.is_symlink() or info.st_uid != os.getuid() or info.st_mode & 0o022:
+            return real
+        alias = WORKSPACE_ALIASES / handle
+        alias.symlink_to(real)
+    except OSError:
+        return real
+    return alias
 
 
 class UsageError(Exception):
@@ -352,10 +374,12 @@ class TrialRun:
         self.output: Any = None
         self.handle = secrets.token_hex(8)
         self.trial_dir = runner.store.trial_dir(self.handle)
-        self.workspace = runner.store.workspace(self.handle)
+        self.real_workspace = runner.store.workspace(self.handle)
+        self.workspace = self.real_workspace
 
     def _prepare_dirs(self) -> None:
         self.runner.store.make_trial_dirs(self.handle, self.trial.trial_id)
+        self.workspace = workspace_alias(self.handle, self.real_workspace)
 
     def _phase(self, name: str, fn: Callable[[], Any]) -> Any:
         if self.runner.cancel.is_set():
@@ -426,6 +450,9 @@ class TrialRun:
                 self.timings.teardown = round(time.perf_counter() - start, 6)
             if block is not None:
                 block.release()
+            if self.workspace != self.real_workspace:
+                with contextlib.suppress(OSError):
+                    self.workspace.unlink()
         if cancelled or self.runner.cancel.is_set() and self.status is TrialStatus.error:
             return None
         self.timings.total = round(time.perf_counter() - t0, 6)

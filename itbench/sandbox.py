@@ -122,7 +122,8 @@ class Sandbox:
     """The sandbox of one agent program.
 
     Args:
-        workspace: The agent's writable directory (bound at the same path).
+        workspace: The agent's writable directory, bound at the same path (when the path is a
+            link, at the link's path: the agent sees the path its task names).
         ports: TCP ports of 127.0.0.1 the agent may reach.
         agent_dir: The agent program's directory, bound read-only at the same path.
         env: The ``ITBENCH_*`` variables (and any other allowed) for the program.
@@ -138,6 +139,8 @@ class Sandbox:
     uid: int = field(default_factory=lambda: secrets.SystemRandom().randint(*UID_RANGE))
 
     def __post_init__(self) -> None:
+        self.mount_at = self.workspace
+        self.workspace = Path(os.path.realpath(self.workspace))
         self._fds: list[int] = []
         self._private = Path(tempfile.mkdtemp(prefix="itbench-sandbox-", dir="/tmp"))
         os.chmod(self._private, 0o711)
@@ -216,7 +219,7 @@ class Sandbox:
         for name in ETC:
             if (Path("/etc") / name).exists():
                 out += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-        home = str(self.workspace)
+        home = str(self.mount_at)
         passwd = f"root:x:0:0::/:/usr/sbin/nologin\nagent:x:{self.uid}:{self.uid}::{home}:/bin/sh\n"
         out += ["--ro-bind-data", str(self._data("passwd", passwd)), "/etc/passwd"]
         group = f"root:x:0:\nagent:x:{self.uid}:\n"
@@ -234,17 +237,18 @@ class Sandbox:
         out += ["--bind", str(self._sock_dir), RUN]
         if self.agent_dir is not None:
             out += ["--ro-bind", str(self._stage[self.agent_dir]), str(self.agent_dir)]
-        out += ["--bind", str(self._stage[self.workspace]), str(self.workspace)]
-        out += ["--chdir", str(self.workspace)]
+        out += ["--bind", str(self._stage[self.workspace]), str(self.mount_at)]
+        out += ["--chdir", str(self.mount_at)]
         ports = ",".join(str(p) for p in sorted(set(self.ports)))
-        out += ["/usr/bin/python3", f"{OPT}/netbridge.py", f"{RUN}/bridge.sock", ports, "--"]
+        out += ["/usr/bin/python3", "-I", "-S", f"{OPT}/netbridge.py", f"{RUN}/bridge.sock", ports]
+        out.append("--")
         return out + list(command)
 
     def environment(self) -> dict[str, str]:
         """The program's whole environment: nothing of the harness's own."""
         return {
             "PATH": PATH,
-            "HOME": str(self.workspace),
+            "HOME": str(self.mount_at),
             "LANG": os.environ.get("LANG", "C.UTF-8"),
             **self.env,
         }
