@@ -30,8 +30,8 @@ class TrialStatus(StrEnum):
     teardown broke); it is never counted against the agent. ``timeout`` means the agent
     exceeded its wall-clock limit, which is an agent failure. ``invalid`` means what decides
     the score was tampered with or lost during the agent's turn (an evaluator input changed, a
-    harness server died, the scoring code changed): never a pass, never an ``error``, and shown
-    apart in reports.
+    harness server died, the scoring code changed): never a pass, never an ``error``; reports
+    count it apart and score it as a failure, so tampering cannot hide one.
     """
 
     passed = "passed"

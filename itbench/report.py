@@ -5,10 +5,11 @@ Definitions (per domain and agent):
 - ``agent``: the agent's name, followed by its labels in brackets when it has any
   (``[unsandboxed]``: it ran outside the sandbox and could read the harness, so its score
   proves nothing; ``[reference]``: a reference agent that reads ground truth by design).
-- ``trials``: results recorded; ``errors``: infrastructure errors; ``invalid``: trials whose
-  evaluator inputs, harness servers or scoring code were tampered with. Errors and invalid
-  trials are excluded from every score, and invalid ones are never passes.
-- ``pass_rate``: passed / (trials - errors - invalid).
+- ``trials``: results recorded; ``errors``: infrastructure errors, excluded from every score;
+  ``invalid``: trials whose evaluator inputs, harness servers or scoring code were tampered
+  with. Invalid trials are scored as failures (never passes, and never dropped, so tampering
+  cannot hide a failure) and counted apart.
+- ``pass_rate``: passed / (trials - errors).
 - ``pass@k``: the unbiased estimator ``1 - C(n-c, k) / C(n, k)`` per scenario (``n`` scored trials,
   ``c`` passed), averaged over scenarios with ``n >= k``.
 - ``<metric>_mean`` / ``<metric>_se``: mean and standard error (``s / sqrt(n)``) over scored trials
@@ -102,7 +103,7 @@ def summarize(frame: pd.DataFrame, k: int = 1, by: tuple[str, ...] = KEY_COLUMNS
     rows = []
     for key, group in frame.groupby(list(by), sort=True):
         keys = key if isinstance(key, tuple) else (key,)
-        scored = group[~group["error"] & ~group["invalid"]]
+        scored = group[~group["error"]]
         row: dict[str, Any] = dict(zip(by, keys, strict=True))
         row["trials"] = len(group)
         row["errors"] = int(group["error"].sum())

@@ -238,10 +238,12 @@ class Runner:
         """What no external agent may see: the run directory, catalogs and the code."""
         return [self.run_dir, *self.bench.catalog_paths, *self._code_dirs.values()]
 
-    def code_changed(self) -> list[str]:
-        """Packages whose source changed since the run started (the code that scores)."""
-        now = code_hashes(self._code_dirs)
-        return sorted(k for k, v in self._code.items() if now.get(k) != v)
+    def code_changed(self, domain: Domain) -> list[str]:
+        """Packages that judge ``domain`` (the core and its own) changed since the run started."""
+        own = {"itbench", type(domain).__module__.split(".")[0]}
+        dirs = {k: v for k, v in self._code_dirs.items() if k in own}
+        now = code_hashes(dirs)
+        return sorted(k for k in dirs if now.get(k) != self._code.get(k))
 
     # --- running -------------------------------------------------------------------------
 
@@ -471,7 +473,7 @@ class TrialRun:
             problems.append(
                 f"evaluator inputs changed during the agent's turn: {', '.join(changed)}"
             )
-        code = self.runner.code_changed()
+        code = self.runner.code_changed(self.domain)
         if code:
             problems.append(f"scoring code changed since the run started: {', '.join(code)}")
         if problems:
