@@ -4,6 +4,10 @@ moto keeps each notification's subscribers but cannot show or change them, and h
 ``UpdateBudget``. A misdirected alert is a budget fault agents must be able to see and fix
 through the ordinary Budgets API, so the endpoint installs these operations into moto's
 Budgets handler before it starts serving.
+
+Every operation that stores a budget or a notification also checks its required fields, which
+moto's own reads (and the harness's reading of the final state) depend on: a malformed budget
+sent by hand is refused instead of breaking every later ``DescribeBudgets``.
 """
 
 from __future__ import annotations
@@ -16,14 +20,49 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Whether two notification documents describe the same notification."""
 
     def key(n: dict[str, Any]) -> tuple[Any, ...]:
+        try:
+            threshold: Any = float(n.get("Threshold", 0))
+        except (TypeError, ValueError):
+            threshold = n.get("Threshold")
         return (
             n.get("NotificationType"),
             n.get("ComparisonOperator"),
-            float(n.get("Threshold", 0)),
+            threshold,
             n.get("ThresholdType", "PERCENTAGE"),
         )
 
     return key(a) == key(b)
+
+
+#: Fields every stored budget and notification must keep: moto's own reads depend on them.
+BUDGET_FIELDS = ("BudgetName", "TimeUnit", "BudgetType")
+NOTIFICATION_FIELDS = ("NotificationType", "ComparisonOperator", "Threshold")
+
+
+def missing_fields(document: Any, fields: tuple[str, ...]) -> list[str]:
+    """Required fields absent or malformed in a budget or notification document.
+
+    A budget needs a numeric ``BudgetLimit.Amount`` (or planned limits), a notification a
+    numeric ``Threshold``; a document that is not a mapping lacks everything.
+    """
+    if not isinstance(document, dict):
+        return list(fields)
+    out = [f for f in fields if document.get(f) in (None, "")]
+    if "Threshold" in fields and "Threshold" not in out and not _number(document["Threshold"]):
+        out.append("Threshold")
+    if "BudgetType" in fields and "PlannedBudgetLimits" not in document:
+        limit = document.get("BudgetLimit")
+        if not isinstance(limit, dict) or not _number(limit.get("Amount")):
+            out.append("BudgetLimit.Amount")
+    return out
+
+
+def _number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _set_subscribers(notification: Any, subscribers: list[Any]) -> None:
@@ -36,10 +75,16 @@ def install() -> None:
     from moto.budgets.exceptions import NotFoundException
     from moto.budgets.models import Budget, Notification
     from moto.budgets.responses import BudgetsResponse
+    from moto.core.exceptions import JsonRESTError
     from moto.core.utils import unix_time
 
     if getattr(BudgetsResponse, "_itbench_extended", False):
         return
+
+    def require(document: Any, fields: tuple[str, ...], what: str) -> None:
+        missing = missing_fields(document, fields)
+        if missing:
+            raise JsonRESTError("InvalidParameterException", f"{what} lacks {', '.join(missing)}")
 
     def budget_of(self: BudgetsResponse) -> Budget:
         account_id = self._get_param("AccountId")
@@ -85,12 +130,15 @@ def install() -> None:
 
     def update_notification(self: BudgetsResponse) -> str:
         n = notification_of(self, budget_of(self), "OldNotification")
-        n.details = self._get_param("NewNotification")
+        new = self._get_param("NewNotification")
+        require(new, NOTIFICATION_FIELDS, "NewNotification")
+        n.details = new
         return json.dumps({})
 
     def update_budget(self: BudgetsResponse) -> str:
         account_id = self._get_param("AccountId")
         new = self._get_param("NewBudget")
+        require(new, BUDGET_FIELDS, "NewBudget")
         budget = self.backend.budgets[account_id].get(new.get("BudgetName", ""))
         if budget is None:
             raise NotFoundException(
@@ -101,7 +149,23 @@ def install() -> None:
         budget.budget = new
         return json.dumps({})
 
+    native_create_budget = BudgetsResponse.create_budget
+    native_create_notification = BudgetsResponse.create_notification
+
+    def create_budget(self: BudgetsResponse) -> str:
+        require(self._get_param("Budget"), BUDGET_FIELDS, "Budget")
+        for entry in self._get_param("NotificationsWithSubscribers", []) or []:
+            note = entry.get("Notification") if isinstance(entry, dict) else None
+            require(note, NOTIFICATION_FIELDS, "Notification")
+        return native_create_budget(self)
+
+    def create_notification(self: BudgetsResponse) -> str:
+        require(self._get_param("Notification"), NOTIFICATION_FIELDS, "Notification")
+        return native_create_notification(self)
+
     for func in (
+        create_budget,
+        create_notification,
         describe_subscribers_for_notification,
         create_subscriber,
         delete_subscriber,

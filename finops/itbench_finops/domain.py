@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from itbench.domain import Domain, Environment, InfrastructureError, TrialContext
+from itbench.domain import Domain, Environment, IntegrityError, TrialContext
 from itbench.models import Evaluation, ScenarioSpec, Submission, TaskView
 from itbench.process import stop_recorded
 from itbench.tools import Toolbox
@@ -55,23 +55,37 @@ class FinOpsDomain(Domain):
         toolbox: Toolbox,
         ctx: TrialContext,
     ) -> Evaluation:
-        """Score from the account's final state, the report and the tool journal."""
+        """Score from the account's final state, the report and the tool journal.
+
+        Raises:
+            IntegrityError: the endpoint died, stopped or was replaced, or the final state
+                could not be read: what decides the score is lost, so the trial is invalid.
+        """
         from itbench_finops.environment import FinOpsEnvironment
         from itbench_finops.scoring import Trial, evaluate, start_of
 
         assert isinstance(spec, FinOpsSpec) and isinstance(env, FinOpsEnvironment)
         if submission is not None and not isinstance(submission, FinOpsSubmission):
             submission = FinOpsSubmission.model_validate(submission.model_dump())
-        if not env.server.alive():
-            raise InfrastructureError(
-                "the AWS endpoint is not running; cannot read the final state"
-            )
+        # The runner checks the harness first; checking here as well keeps a lost endpoint an
+        # invalid trial (never an error) for every caller of evaluate.
+        problems = env.harness_problems()
+        if problems:
+            raise IntegrityError("; ".join(problems))
+        try:
+            final = env.read_state()
+        except Exception as exc:
+            problems = env.harness_problems()
+            raise IntegrityError(
+                "the account's final state could not be read"
+                + (f": {'; '.join(problems)}" if problems else f": {type(exc).__name__}: {exc}")
+            ) from exc
         trial = Trial(
             spec=spec,
             prices=env.prices,
             ids=env.seeded.ids,
             initial=env.initial,
-            final=env.read_state(),
+            final=final,
             rows=env.rows,
             period_start=start_of(env.period_start),
             submission=submission,
@@ -108,6 +122,12 @@ class FinOpsDomain(Domain):
         from itbench_finops.baseline import solve
 
         return solve(task, toolbox)
+
+    def probe(self, kind: str, task: TaskView, toolbox: Toolbox) -> Submission | None:
+        """``constant``: a fixed report without looking; ``thrash``: stop every instance first."""
+        from itbench_finops.probes import run
+
+        return run(kind, task, toolbox)
 
     def recover(self, trial_dir: Path) -> None:
         """Stop an endpoint a killed harness left behind."""

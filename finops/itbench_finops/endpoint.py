@@ -3,12 +3,20 @@
 The first request to each moto service loads its models and builds its backend. Doing that
 once before the port opens (and resetting the state afterwards) makes "port open" mean
 "ready", and keeps the seeding step fast.
+
+moto's own admin API (``/moto-api/``: reset, state dump, preloaded results) is for the harness
+only: it answers just requests carrying the token derived from the key the harness handed the
+endpoint (:mod:`itbench_finops.admin`), so an agent on the same port cannot wipe the account
+or rewrite what Cost Explorer returns.
 """
 
 from __future__ import annotations
 
+import hmac
 import os
 import sys
+import urllib.parse
+from collections.abc import Callable, Iterable
 from typing import Any
 
 #: One cheap read-only call per service the environments use.
@@ -93,8 +101,57 @@ def warm_up() -> None:
     # Leaving mock_aws resets every backend: the server starts from an empty account.
 
 
+def _plain(start_response: Any, status: str, body: bytes) -> Iterable[bytes]:
+    start_response(status, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def guard_admin_api(key: bytes) -> None:
+    """Let only holders of the admin token of ``key`` reach moto's admin API.
+
+    Also answers the harness's identity challenge at
+    :data:`~itbench_finops.admin.IDENTITY_PATH`. Routing is decided the way moto decides it
+    (whatever reaches moto's admin application is guarded), not by a path prefix of our own.
+    """
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    from itbench_finops.admin import ADMIN_HEADER, IDENTITY_PATH, admin_token, identity_answer
+
+    token = admin_token(key)
+    environ_key = "HTTP_" + ADMIN_HEADER.upper().replace("-", "_")
+
+    def guarded(
+        self: DomainDispatcherApplication,
+        environ: dict[str, Any],
+        start_response: Callable[..., Any],
+    ) -> Iterable[bytes]:
+        app = self.get_application(environ)
+        if app is not self.app_instances.get("moto_api"):
+            return app(environ, start_response)
+        if not hmac.compare_digest(str(environ.get(environ_key, "")), token):
+            return _plain(start_response, "403 Forbidden", b"forbidden")
+        if environ.get("PATH_INFO") == IDENTITY_PATH:
+            query = urllib.parse.parse_qs(str(environ.get("QUERY_STRING", "")))
+            nonce = query.get("nonce", [""])[0]
+            return _plain(start_response, "200 OK", identity_answer(key, nonce).encode())
+        return app(environ, start_response)
+
+    DomainDispatcherApplication.__call__ = guarded  # type: ignore[method-assign]
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Warm up, then run ``moto.server`` with ``argv``."""
+    """Warm up, then run ``moto.server`` with ``argv``.
+
+    Raises:
+        SystemExit: the harness handed over no key (the admin API would be open).
+    """
+    from itbench_finops.admin import KEY_VARIABLE
+
+    key_hex = os.environ.pop(KEY_VARIABLE, "")
+    if not key_hex:
+        raise SystemExit(
+            f"{KEY_VARIABLE} is not set: the endpoint will not serve an open admin API"
+        )
     cache_region_lists()
     import moto.server
 
@@ -104,6 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     from itbench_finops.budget_api import install
 
     install()
+    guard_admin_api(bytes.fromhex(key_hex))
     warm_up()
     moto.server.main(argv if argv is not None else sys.argv[1:])
 

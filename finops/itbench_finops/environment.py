@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 from datetime import date, timedelta
+from importlib import resources
 from typing import Any
 
 from itbench.domain import Environment, InfrastructureError, TrialContext
@@ -40,6 +43,7 @@ class FinOpsEnvironment(Environment):
         self.period_start = date.today()
         self.export_bucket = f"billing-exports-{MANAGEMENT_ACCOUNT}"
         self.export_key = ""
+        self.cost_explorer: dict[str, Any] = {}
         self.agent_started: float | None = None
         self._tools: list[Tool] | None = None
 
@@ -85,10 +89,12 @@ class FinOpsEnvironment(Environment):
         s3.create_bucket(Bucket=self.export_bucket)
         self.export_key = f"focus/{self.period_start.isoformat()}_{end.isoformat()}/export.csv"
         s3.put_object(Bucket=self.export_bucket, Key=self.export_key, Body=to_csv(self.rows))
-        ce = cost_explorer_result(self.rows, self.period_start, self.spec.billing_days)
+        self.cost_explorer = cost_explorer_result(
+            self.rows, self.period_start, self.spec.billing_days
+        )
         self.server.admin(
             "static/ce/cost-and-usage-results",
-            {"account_id": MANAGEMENT_ACCOUNT, "results": [ce] * CE_PRELOADS},
+            {"account_id": MANAGEMENT_ACCOUNT, "results": [self.cost_explorer] * CE_PRELOADS},
         )
         # The export bucket is part of the account: keep it in the initial inventory.
         self.initial[self.export_bucket] = Item(
@@ -165,6 +171,42 @@ class FinOpsEnvironment(Environment):
             "prices": "On-demand list prices: the price_list tool. Hours per month: 730.",
         }
 
+    # --- integrity ------------------------------------------------------------------------
+
+    def fingerprint(self) -> dict[str, str]:
+        """Digests of what the evaluator reads and nobody may change.
+
+        The scenario (ground truth included), the seeded ids and the initial inventory that
+        harm and savings are measured against, the billing rows the scorer and
+        ``billing_query`` read (and the export generated from them), the Cost Explorer result
+        preloaded from them, and the price table as loaded and as shipped. The copy of the
+        export in the account's bucket is the agent's to read (and to spoil for itself): the
+        scorer never reads it back.
+        """
+        seeded = {
+            "ids": self.seeded.ids,
+            "accounts": self.seeded.accounts,
+            "root_volumes": self.seeded.root_volumes,
+            "lb_dimensions": self.seeded.lb_dimensions,
+            "now": self.seeded.now.isoformat(),
+        }
+        initial = [dataclasses.asdict(i) for _, i in sorted(self.initial.items())]
+        billing = {"period_start": self.period_start.isoformat(), "key": self.export_key}
+        shipped = resources.files("itbench_finops").joinpath("data/prices.yaml").read_bytes()
+        return {
+            "scenario": _digest(self.spec.model_dump_json()),
+            "seeded_ids": _digest(_canonical(seeded)),
+            "initial_state": _digest(_canonical(initial)),
+            "billing_export": _digest(_canonical(billing).encode() + to_csv(self.rows)),
+            "cost_explorer": _digest(_canonical(self.cost_explorer)),
+            "price_table": _digest(_canonical(self.prices.raw)),
+            "price_table_file": _digest(shipped),
+        }
+
+    def harness_problems(self) -> list[str]:
+        """The AWS endpoint dead, stopped or replaced since setup, or nothing."""
+        return self.server.problems()
+
     def teardown(self) -> None:
         """Stop the endpoint (idempotent)."""
         self.server.stop()
@@ -172,3 +214,11 @@ class FinOpsEnvironment(Environment):
     def dump(self) -> str:
         """A JSON summary of the seeded ids, for the trial's artifacts."""
         return json.dumps({"ids": self.seeded.ids, "accounts": self.seeded.accounts}, indent=1)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+
+
+def _digest(data: str | bytes) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()

@@ -1,18 +1,43 @@
-"""The AWS endpoint of one FinOps environment: the core's moto server running our endpoint."""
+"""The AWS endpoint of one FinOps environment: the core's moto server running our endpoint.
+
+The endpoint holds a key of its own (handed over in its environment, never shown to the
+agent). moto's ``/moto-api/`` (reset, state dump, preloaded results) answers only requests
+that carry a token derived from it, and the endpoint proves it is the trial's own server by
+answering a random challenge with an HMAC under the key: a server that took over the port
+cannot.
+"""
 
 from __future__ import annotations
 
+import hmac
+import json
+import secrets
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
+from typing import Any
 
+from itbench.domain import InfrastructureError
 from itbench.moto import ACCESS_KEY, REGION, SECRET_KEY
 from itbench.moto import DEFAULT_ACCOUNT as MANAGEMENT_ACCOUNT
 from itbench.moto import MotoServer as _MotoServer
+from itbench_finops.admin import (
+    ADMIN_HEADER,
+    IDENTITY_PATH,
+    KEY_VARIABLE,
+    admin_token,
+    identity_answer,
+)
 
 __all__ = ["ACCESS_KEY", "MANAGEMENT_ACCOUNT", "REGION", "SECRET_KEY", "MotoServer"]
 
+#: Seconds the identity check waits for an answer (a stopped server never answers).
+IDENTITY_TIMEOUT = 10.0
+
 
 class MotoServer(_MotoServer):
-    """moto plus the Budgets operations of :mod:`itbench_finops.endpoint`.
+    """moto plus the Budgets operations of :mod:`itbench_finops.endpoint`, with a guarded admin API.
 
     Args:
         port: TCP port on 127.0.0.1 (from the trial's block).
@@ -21,3 +46,69 @@ class MotoServer(_MotoServer):
 
     def __init__(self, port: int, trial_dir: Path) -> None:
         super().__init__(port, trial_dir, module="itbench_finops.endpoint")
+        self._key = secrets.token_bytes(32)
+        self.process.env[KEY_VARIABLE] = self._key.hex()
+        self._pid: int | None = None
+
+    def launch(self) -> None:
+        """Start the server process and remember which process it is."""
+        super().launch()
+        proc = self.process.proc
+        self._pid = proc.pid if proc is not None else None
+
+    def admin(self, path: str, body: Any | None = None, method: str = "POST") -> bytes:
+        """Call one of moto's ``/moto-api/`` endpoints with the admin token.
+
+        Raises:
+            InfrastructureError: the call failed.
+        """
+        data = json.dumps(body).encode() if body is not None else b""
+        req = urllib.request.Request(
+            f"{self.url}/moto-api/{path}",
+            data=data if method != "GET" else None,
+            method=method,
+            headers={"Content-Type": "application/json", ADMIN_HEADER: admin_token(self._key)},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - local URL
+                return bytes(resp.read())
+        except (urllib.error.URLError, OSError) as exc:
+            raise InfrastructureError(f"moto admin call {path} failed: {exc}") from exc
+
+    def problems(self, timeout: float = IDENTITY_TIMEOUT) -> list[str]:
+        """Why the server is not the one :meth:`launch` started, alive and answering, or nothing.
+
+        Args:
+            timeout: Seconds to wait for the identity answer.
+        """
+        proc = self.process.proc
+        if proc is None or self._pid is None:
+            return ["the AWS endpoint was never started"]
+        if proc.pid != self._pid:
+            return [f"the AWS endpoint's process changed from pid {self._pid} to {proc.pid}"]
+        code = proc.poll()
+        if code is not None:
+            return [f"the AWS endpoint (pid {self._pid}) exited with status {code}"]
+        return self.identity_problems(timeout)
+
+    def identity_problems(self, timeout: float = IDENTITY_TIMEOUT) -> list[str]:
+        """Whether the port answers a fresh challenge as only this server's key can, or nothing.
+
+        Args:
+            timeout: Seconds to wait for the answer (a stopped server never answers).
+        """
+        nonce = secrets.token_hex(16)
+        req = urllib.request.Request(
+            f"{self.url}{IDENTITY_PATH}?{urllib.parse.urlencode({'nonce': nonce})}",
+            headers={ADMIN_HEADER: admin_token(self._key)},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
+                answer = resp.read(256).decode(errors="replace").strip()
+        except urllib.error.HTTPError as exc:
+            answer = f"HTTP {exc.code}"
+        except (urllib.error.URLError, OSError) as exc:
+            return [f"the AWS endpoint on port {self.port} does not answer: {exc}"]
+        if not hmac.compare_digest(answer, identity_answer(self._key, nonce)):
+            return [f"port {self.port} is answered by another server than the trial's endpoint"]
+        return []

@@ -186,33 +186,55 @@ def _account_items(clients: Clients, account: str) -> list[Item]:
     return out
 
 
+def _amount(budget: dict[str, Any]) -> float:
+    """The budget's limit; NaN when an update left it without one (it then matches nothing)."""
+    try:
+        return float(budget["BudgetLimit"]["Amount"])
+    except (KeyError, TypeError, ValueError):
+        return float("nan")
+
+
+def _threshold(note: dict[str, Any]) -> float:
+    try:
+        return float(note["Threshold"])
+    except (KeyError, TypeError, ValueError):
+        return float("nan")
+
+
 def _budgets(clients: Clients) -> list[Item]:
+    """Every budget of the main account.
+
+    The endpoint's ``UpdateBudget`` and ``UpdateNotification`` store what the caller sent, so
+    fields may be missing: they read as absent values (which match no policy), never as a
+    crash of the reader.
+    """
     budgets = clients.client("budgets")
     out = []
     for b in budgets.describe_budgets(AccountId=MANAGEMENT_ACCOUNT).get("Budgets", []):
+        name = b.get("BudgetName", "")
         notes = budgets.describe_notifications_for_budget(
-            AccountId=MANAGEMENT_ACCOUNT, BudgetName=b["BudgetName"]
+            AccountId=MANAGEMENT_ACCOUNT, BudgetName=name
         ).get("Notifications", [])
         out.append(
             Item(
                 "budget",
-                f"budget:{b['BudgetName']}",
-                b["BudgetName"],
+                f"budget:{name}",
+                name,
                 MANAGEMENT_ACCOUNT,
                 {
-                    "amount": float(b["BudgetLimit"]["Amount"]),
-                    "time_unit": b["TimeUnit"],
+                    "amount": _amount(b),
+                    "time_unit": b.get("TimeUnit"),
                     "notifications": [
                         {
-                            "notification_type": n["NotificationType"],
-                            "comparison": n["ComparisonOperator"],
-                            "threshold": float(n["Threshold"]),
+                            "notification_type": n.get("NotificationType"),
+                            "comparison": n.get("ComparisonOperator"),
+                            "threshold": _threshold(n),
                             "threshold_type": n.get("ThresholdType", "PERCENTAGE"),
                             "subscribers": sorted(
-                                s["Address"]
+                                str(s.get("Address", ""))
                                 for s in budgets.describe_subscribers_for_notification(
                                     AccountId=MANAGEMENT_ACCOUNT,
-                                    BudgetName=b["BudgetName"],
+                                    BudgetName=name,
                                     Notification=n,
                                 ).get("Subscribers", [])
                             ),

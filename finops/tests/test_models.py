@@ -221,3 +221,21 @@ def test_endpoint_region_cache_answers_as_botocore_does() -> None:
         [sys.executable, "-c", _REGION_CHECK], capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_controls_and_variants_read_like_the_rest_of_their_family(catalog: Catalog) -> None:
+    """A control's task view (goal, task types, time) is that of a scenario with a fault."""
+    faulty: dict[str, set[tuple[str, tuple[str, ...], float]]] = {}
+    controls = []
+    for spec in catalog.scenarios.values():
+        assert isinstance(spec, FinOpsSpec)
+        view = (spec.goal, tuple(spec.task_types), spec.time_limit)
+        if spec.truth.incident:
+            faulty.setdefault(spec.family, set()).add(view)
+        else:
+            controls.append((spec.id, spec.family, view))
+    assert len(controls) >= 3
+    for sid, family, view in controls:
+        assert view in faulty[family], sid
+    # Every idle scenario states the whole cleanup policy, not only the rules its waste breaks.
+    assert len(faulty["idle"]) == 1
