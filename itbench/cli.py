@@ -491,10 +491,10 @@ def report(
         )
         return
     header, rows = display_rows(summary, k)
-    console.table(f"report: {', '.join(map(str, run_dirs))}", header, rows)
+    console.table(f"report: {', '.join(map(str, run_dirs))}", header, rows, plain=True)
     header, rows = metric_rows(summary)
     if rows:
-        console.table("metrics: mean ± standard error over scored trials", header, rows)
+        console.table("metrics: mean ± standard error over scored trials", header, rows, True)
     for path in written:
         console.out.print(f"wrote {path}", highlight=False)
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -45,13 +46,23 @@ def problem(line: str) -> None:
     err.print(f"itbench: {line}", highlight=False, markup=False)
 
 
-def table(title: str | None, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """Print a table on stdout."""
+def table(
+    title: str | None, header: Sequence[str], rows: Sequence[Sequence[str]], plain: bool = False
+) -> None:
+    """Print a table on stdout.
+
+    Args:
+        title: Shown above the table.
+        header: Column names.
+        rows: Cells, as rich markup unless ``plain``.
+        plain: Print every cell and header as text (data such as ``agent [unsandboxed]``
+            must not be read as markup).
+    """
     t = Table(title=title, show_lines=False)
     for h in header:
-        t.add_column(h, overflow="fold")
+        t.add_column(escape(h) if plain else h, overflow="fold")
     for row in rows:
-        t.add_row(*row)
+        t.add_row(*(escape(c) for c in row) if plain else row)
     out.print(t)
 
 
@@ -64,13 +75,13 @@ def trial_rows(results: Sequence[TrialResult]) -> tuple[list[str], list[list[str
         style = STATUS_STYLE[r.status]
         rows.append(
             [
-                r.scenario_id,
-                agent_label(r.agent, r.labels),
+                escape(r.scenario_id),
+                escape(agent_label(r.agent, r.labels)),
                 str(r.trial_index),
                 f"[{style}]{r.status.value}[/{style}]",
                 metrics,
                 _short(r.timings.total),
-                (r.error or "")[:80],
+                escape((r.error or "")[:80]),
             ]
         )
     return header, rows

@@ -33,7 +33,7 @@ from typing import IO, Any
 
 from itbench.agents import Agent, AgentContext
 from itbench.models import AgentOutput, TaskView, Usage
-from itbench.process import stop_pgid
+from itbench.process import stop_marked, stop_pgid
 from itbench.sandbox import Sandbox, agent_dir_for, check_agent_dir
 from itbench.tools import Toolbox
 from itbench.toolserver import ToolServer
@@ -102,6 +102,7 @@ class CommandAgent(Agent):
         """
         super().__init__()
         self.files = dict(files or {})
+        self.workspace_path = Path("/nonexistent")
         command = argv if argv is not None else ctx.options.get(COMMAND_OPTION)
         if not command:
             raise ValueError(f"the command agent needs --option {COMMAND_OPTION}='PROGRAM ARGS'")
@@ -117,7 +118,7 @@ class CommandAgent(Agent):
 
     def run(self, task: TaskView, toolbox: Toolbox) -> dict[str, Any] | None:
         """Run the program until it exits or its time is up."""
-        ws = task.workspace
+        ws = self.workspace_path = task.workspace
         task_json = task.model_dump_json(indent=2)
         (ws / "task.json").write_text(task_json, encoding="utf-8")
         logs = self.log_dir or ws
@@ -194,8 +195,11 @@ class CommandAgent(Agent):
                 time.sleep(0.02)
             return proc.returncode
         finally:
-            # Also after a clean exit: whatever the program left running goes with it.
+            # Also after a clean exit: whatever the program left running goes with it (in the
+            # sandbox its PID namespace ends; without, daemons are found by their workspace).
             stop_pgid(proc.pid, timeout=2)
+            if not self.sandboxed:
+                stop_marked([self.workspace_path, self.workspace_path.resolve()])
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
             for c in captures:

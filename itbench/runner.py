@@ -330,6 +330,8 @@ class Runner:
                     domain.recover(trial)
             shutil.rmtree(trial, ignore_errors=True)
             shutil.rmtree(self.store.workspace(handle), ignore_errors=True)
+            if (alias := WORKSPACE_ALIASES / handle).is_symlink():
+                alias.unlink()
 
     def _domain_of(self, trial_id: str) -> Domain | None:
         scenario = trial_id.split("__", 1)[0]

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,6 +81,46 @@ def itbench(plugin_site: Path, tmp_path: Path) -> CliFn:
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     return run
+
+
+def results(run: Path) -> list[dict[str, Any]]:
+    """The lines of a run's ``results.jsonl``."""
+    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+
+
+def trial_records(run: Path) -> dict[str, Path]:
+    """Each trial directory of a run, by the trial id its harness-only ``trial.json`` names."""
+    out: dict[str, Path] = {}
+    for record in sorted((run / "trials").glob("*/trial.json")):
+        data = json.loads(record.read_text())
+        assert data["handle"] == record.parent.name, record
+        out[data["trial_id"]] = record.parent
+    return out
+
+
+def trial_dir(run: Path, trial_id: str) -> Path:
+    """The directory of trial ``trial_id``: by the handle of its result, else by its record.
+
+    When the trial has a result, its handle and the directory's ``trial.json`` must agree.
+    """
+    records = trial_records(run)
+    rows = (
+        [r for r in results(run) if r["trial_id"] == trial_id]
+        if (run / "results.jsonl").exists()
+        else []
+    )
+    if rows:
+        [row] = rows
+        path = run / "trials" / row["handle"]
+        assert records.get(trial_id) == path, (trial_id, row["handle"], records)
+        return path
+    assert trial_id in records, (trial_id, sorted(records))
+    return records[trial_id]
+
+
+def workspace_of(run: Path, trial_id: str) -> Path:
+    """The workspace of trial ``trial_id`` (named by the same handle as its directory)."""
+    return run / "workspaces" / trial_dir(run, trial_id).name
 
 
 @pytest.fixture

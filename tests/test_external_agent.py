@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from conftest import CliFn
+from conftest import CliFn, results, trial_dir
 
 from itbench.models import TaskView
 from itbench.tools import Tool, Toolbox, ToolError
 from itbench.toolserver import ToolClient, ToolServer
 
 AGENT = Path(__file__).parent / "agents" / "toy_cli_agent.py"
-
-
-def _results(run: Path) -> list[dict]:  # type: ignore[type-arg]
-    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
 
 
 def test_a_program_using_itbench_tool_solves_toy_scenarios(itbench: CliFn, tmp_path: Path) -> None:
@@ -36,7 +31,7 @@ def test_a_program_using_itbench_tool_solves_toy_scenarios(itbench: CliFn, tmp_p
         "x",
     )
     assert res.returncode == 0, res.stderr
-    rows = _results(tmp_path / "x")
+    rows = results(tmp_path / "x")
     assert [r["status"] for r in rows] == ["passed"] * 4, [r["error"] for r in rows]
     calls = {r["scenario_id"]: r["tool_calls"] for r in rows}
     assert calls == {
@@ -47,14 +42,16 @@ def test_a_program_using_itbench_tool_solves_toy_scenarios(itbench: CliFn, tmp_p
     }
     assert all(r["usage"]["input_tokens"] == 42 for r in rows if r["scenario_id"] != "toy/healthy")
     journal = (
-        (tmp_path / "x/trials/toy.registry-beta-2__command__0/tools.jsonl").read_text().splitlines()
+        (trial_dir(tmp_path / "x", "toy.registry-beta-2__command__0") / "tools.jsonl")
+        .read_text()
+        .splitlines()
     )
     assert [json.loads(line)["tool"] for line in journal] == ["keys", "read", "read", "write"]
 
 
 def test_a_hanging_program_is_stopped_at_its_time_limit(itbench: CliFn, tmp_path: Path) -> None:
     marker = "itbench-test-hang-7781"
-    cmd = f"{sys.executable} -c 'import time, sys; sys.argv.append(\"{marker}\"); time.sleep(120)'"
+    cmd = f"/usr/bin/python3 -c 'import time, sys; sys.argv.append(\"{marker}\"); time.sleep(120)'"
     res = itbench(
         "evaluate",
         "--agent",
@@ -69,7 +66,7 @@ def test_a_hanging_program_is_stopped_at_its_time_limit(itbench: CliFn, tmp_path
         "h",
     )
     assert res.returncode == 0
-    [row] = _results(tmp_path / "h")
+    [row] = results(tmp_path / "h")
     assert row["status"] == "timeout"
     time.sleep(0.5)
     leftovers = [
@@ -81,7 +78,7 @@ def test_a_hanging_program_is_stopped_at_its_time_limit(itbench: CliFn, tmp_path
 def test_a_failing_program_is_an_agent_failure_with_its_stderr(
     itbench: CliFn, tmp_path: Path
 ) -> None:
-    cmd = f"{sys.executable} -c 'import sys; sys.exit(\"model quota exceeded\")'"
+    cmd = "/usr/bin/python3 -c 'import sys; sys.exit(\"model quota exceeded\")'"
     itbench(
         "evaluate",
         "--agent",
@@ -93,7 +90,7 @@ def test_a_failing_program_is_an_agent_failure_with_its_stderr(
         "--out",
         "f",
     )
-    [row] = _results(tmp_path / "f")
+    [row] = results(tmp_path / "f")
     assert row["status"] == "failed" and "model quota exceeded" in row["error"]
 
 
@@ -104,8 +101,7 @@ def test_the_tool_server_needs_its_token_and_reports_tool_errors(tmp_path: Path)
 
     box = Toolbox.of([Tool.from_function(add)])
     task = TaskView(
-        trial_id="t",
-        scenario_id="toy/x",
+        handle="t",
         domain="toy",
         goal="g",
         task_types=["detection"],

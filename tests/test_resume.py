@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
 import subprocess
@@ -10,9 +11,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import ITBENCH, CliFn, _env
+from conftest import ITBENCH, CliFn, _env, results, trial_dir, trial_records
 
 from itbench.results import RunStore
+from itbench.runner import WORKSPACE_ALIASES
 
 
 def _ids(run: Path) -> list[str]:
@@ -29,6 +31,12 @@ def _start(plugin_site: Path, cwd: Path, *args: str) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+
+
+def _secret_sha256(run: Path) -> str:
+    secret = run / "secret"
+    assert secret.stat().st_mode & 0o777 == 0o600
+    return hashlib.sha256(bytes.fromhex(secret.read_text().strip())).hexdigest()
 
 
 def _wait_for_results(
@@ -67,12 +75,30 @@ def test_sigkill_mid_run_then_resume_records_every_trial_exactly_once(
     proc.wait(timeout=10)
     before = _ids(run)
     assert 3 <= len(before) < 12
+    manifest = json.loads((run / "manifest.json").read_text())
+    secret = (run / "secret").read_text()
+    assert manifest["secret_sha256"] == _secret_sha256(run)
+    # Trials in flight when the harness died left directories named only by their handle.
+    unfinished = {t: d.name for t, d in trial_records(run).items() if t not in before}
     res = itbench("evaluate", "--resume", str(run), "--json")
     assert res.returncode == 0, res.stderr
     counts = Counter(_ids(run))
     assert len(counts) == 12 and set(counts.values()) == {1}
     assert _ids(run)[: len(before)] == before  # earlier results kept, not rewritten
     assert len(res.json()["results"]) == 12  # type: ignore[index]
+    # The same secret carried on: the manifest still names it and it was not replaced.
+    after = json.loads((run / "manifest.json").read_text())
+    assert after["secret_sha256"] == manifest["secret_sha256"] == _secret_sha256(run)
+    assert (run / "secret").read_text() == secret and after["run_id"] == manifest["run_id"]
+    # Each unfinished trial directory was found through its trial.json and removed; the
+    # rerun got a fresh handle.
+    handles = {r["trial_id"]: r["handle"] for r in results(run)}
+    assert {d.name for d in (run / "trials").iterdir()} == set(handles.values())
+    assert {d.name for d in (run / "workspaces").iterdir()} == set(handles.values())
+    for trial, old in unfinished.items():
+        assert handles[trial] != old and not (run / "trials" / old).exists()
+        assert not (WORKSPACE_ALIASES / old).is_symlink()  # nor its alias
+    assert not any((WORKSPACE_ALIASES / h).is_symlink() for h in handles.values())
 
 
 def test_torn_last_line_is_cut_before_resume_appends(itbench: CliFn, tmp_path: Path) -> None:
@@ -117,9 +143,13 @@ def test_resume_of_a_killed_trial_calls_the_domains_recover(tmp_path: Path, itbe
         == 0
     )
     # Pretend the harness died during trial 1: its result is missing but its directory remains.
+    secret_sha256 = json.loads((run / "manifest.json").read_text())["secret_sha256"]
     lines = (run / "results.jsonl").read_text().splitlines()
+    assert json.loads(lines[1])["trial_id"] == "toy.healthy__oracle__1"
     (run / "results.jsonl").write_text(lines[0] + "\n")
-    leftover = run / "trials" / "toy.healthy__oracle__1"
+    leftover = trial_dir(run, "toy.healthy__oracle__1")  # found by its trial.json alone
+    leftover_workspace = run / "workspaces" / leftover.name
+    assert leftover_workspace.is_dir()
     sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
     (leftover / "pids").mkdir(parents=True, exist_ok=True)
     (leftover / "pids" / "server.pid").write_text(str(sleeper.pid))
@@ -127,3 +157,8 @@ def test_resume_of_a_killed_trial_calls_the_domains_recover(tmp_path: Path, itbe
     assert sleeper.wait(timeout=10) != 0  # stopped by recover
     assert len(_ids(run)) == 2
     assert not (leftover / "pids" / "server.pid").exists()
+    assert not leftover.exists() and not leftover_workspace.exists()
+    rerun = trial_dir(run, "toy.healthy__oracle__1")
+    assert rerun != leftover and (rerun / "teardown.count").read_text() == "1"
+    assert json.loads((run / "manifest.json").read_text())["secret_sha256"] == secret_sha256
+    assert _secret_sha256(run) == secret_sha256

@@ -5,27 +5,29 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import CliFn
+from conftest import CliFn, results, trial_dir, workspace_of
 
 from itbench.models import RunConfig, TrialStatus
 from itbench.runner import Runner, plan_trials, trial_seed
-
-
-def _results(run: Path) -> list[dict]:  # type: ignore[type-arg]
-    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
 
 
 def test_oracle_passes_noop_fails_and_artifacts_are_written(itbench: CliFn, tmp_path: Path) -> None:
     res = itbench("evaluate", "--agent", "oracle", "-s", "toy/[hr]*", "--trials", "2", "--out", "o")
     assert res.returncode == 0, res.stderr
     assert "results" in res.stdout and "8 passed" in res.stdout
-    rows = _results(tmp_path / "o")
+    rows = results(tmp_path / "o")
     assert len(rows) == 8 and {r["status"] for r in rows} == {"passed"}
     assert all(r["schema_version"] == "1.0" for r in rows)
-    trial = tmp_path / "o" / "trials" / "toy.registry-alpha-1__oracle__0"
-    assert {"task.json", "tools.jsonl", "submission.json", "evaluation.json"} <= {
+    trial = trial_dir(tmp_path / "o", "toy.registry-alpha-1__oracle__0")
+    assert {"trial.json", "task.json", "tools.jsonl", "submission.json", "evaluation.json"} <= {
         p.name for p in trial.iterdir()
     }
+    # Trial directories and workspaces are named by random handles, never by the trial.
+    handles = {r["handle"] for r in rows}
+    assert len(handles) == 8 and {p.name for p in (tmp_path / "o" / "trials").iterdir()} == handles
+    assert {p.name for p in (tmp_path / "o" / "workspaces").iterdir()} == handles
+    assert not any("toy" in h or "oracle" in h for h in handles)
+    assert all(r["labels"] == ["reference"] for r in rows)
     assert (trial / "teardown.count").read_text() == "1"
     noop = itbench("evaluate", "--agent", "noop", "-s", "toy/[hr]*", "--out", "n", "--json")
     assert noop.returncode == 0
@@ -34,14 +36,21 @@ def test_oracle_passes_noop_fails_and_artifacts_are_written(itbench: CliFn, tmp_
 
 def test_task_view_never_contains_ground_truth(itbench: CliFn, tmp_path: Path) -> None:
     itbench("evaluate", "--agent", "oracle", "-s", "toy/registry-gamma-3", "--out", "o")
-    task = json.loads((tmp_path / "o/trials/toy.registry-gamma-3__oracle__0/task.json").read_text())
+    trial = trial_dir(tmp_path / "o", "toy.registry-gamma-3__oracle__0")
+    task = json.loads((trial / "task.json").read_text())
     text = json.dumps(task)
     assert "ground_truth" not in text and "expected" not in text
+    assert "registry-gamma" not in text and "Corrupted registry key" not in text
+    assert task["handle"] == trial.name and "trial_id" not in task and "scenario_id" not in task
     assert (
         task["goal"].startswith("One value") and task["tools"][0]["parameters"]["type"] == "object"
     )
-    assert Path(task["workspace"]).is_dir()
-    assert "trials" not in Path(task["workspace"]).parts  # outside the harness-private artifacts
+    # The agent's path to its workspace names only the handle, never the run directory.
+    seen = Path(task["workspace"])
+    assert seen.name == trial.name and str(tmp_path) not in str(seen)
+    assert "trials" not in seen.parts  # outside the harness-private artifacts
+    assert workspace_of(tmp_path / "o", "toy.registry-gamma-3__oracle__0").is_dir()
+    assert not seen.is_symlink()  # the alias is gone with its trial
 
 
 def test_manifest_records_config_versions_git_seeds_and_host(
@@ -66,7 +75,7 @@ def test_manifest_records_config_versions_git_seeds_and_host(
     assert "git_revision" in manifest and manifest["host"]["cpus"] >= 1
     assert manifest["seeds"]["toy.healthy__oracle__2"] == trial_seed(7, "toy/healthy", "oracle", 2)
     assert len(set(manifest["seeds"].values())) == 3
-    assert {r["seed"] for r in _results(tmp_path / "o")} == set(manifest["seeds"].values())
+    assert {r["seed"] for r in results(tmp_path / "o")} == set(manifest["seeds"].values())
 
 
 def test_agent_hang_is_a_timeout_and_teardown_still_runs(itbench: CliFn, tmp_path: Path) -> None:
@@ -74,21 +83,20 @@ def test_agent_hang_is_a_timeout_and_teardown_still_runs(itbench: CliFn, tmp_pat
         "evaluate", "--agent", "toy/sleeper", "-s", "toy/healthy", "--timeout", "0.5", "--out", "t"
     )
     assert res.returncode == 0, res.stderr  # a timeout is the agent's failure, not infrastructure
-    [row] = _results(tmp_path / "t")
+    [row] = results(tmp_path / "t")
     assert row["status"] == "timeout" and "time limit of 0.5s" in row["error"]
     assert 0.4 < row["timings"]["agent"] < 5
-    assert (tmp_path / "t/trials/toy.healthy__toy_sleeper__0/teardown.count").read_text() == "1"
+    trial = trial_dir(tmp_path / "t", "toy.healthy__toy_sleeper__0")
+    assert (trial / "teardown.count").read_text() == "1"
 
 
 def test_agent_exception_is_a_failure_not_an_error(itbench: CliFn, tmp_path: Path) -> None:
     res = itbench("evaluate", "--agent", "toy/crasher", "-s", "toy/healthy", "--out", "c")
     assert res.returncode == 0
-    [row] = _results(tmp_path / "c")
+    [row] = results(tmp_path / "c")
     assert row["status"] == "failed" and "agent raised RuntimeError: agent bug" in row["error"]
-    assert (
-        "Traceback"
-        in (tmp_path / "c/trials/toy.healthy__toy_crasher__0/agent-error.txt").read_text()
-    )
+    trial = trial_dir(tmp_path / "c", "toy.healthy__toy_crasher__0")
+    assert "Traceback" in (trial / "agent-error.txt").read_text()
 
 
 def test_setup_failure_is_an_error_exit_1_and_teardown_runs(itbench: CliFn, tmp_path: Path) -> None:
@@ -104,9 +112,10 @@ def test_setup_failure_is_an_error_exit_1_and_teardown_runs(itbench: CliFn, tmp_
         "e",
     )
     assert res.returncode == 1
-    [row] = _results(tmp_path / "e")
+    [row] = results(tmp_path / "e")
     assert row["status"] == "error" and "setup failed on purpose" in row["error"]
-    assert (tmp_path / "e/trials/toy.healthy__oracle__0/teardown.count").read_text() == "1"
+    trial = trial_dir(tmp_path / "e", "toy.healthy__oracle__0")
+    assert (trial / "teardown.count").read_text() == "1"
 
 
 def test_usage_errors_exit_2(itbench: CliFn) -> None:

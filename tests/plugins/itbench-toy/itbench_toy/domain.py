@@ -1,7 +1,22 @@
-"""The toy domain: a key-value "registry" in memory where a fault corrupts one key."""
+"""The toy domain: a key-value "registry" in memory where a fault corrupts one key.
+
+Options for the core's tests:
+
+- ``fail_setup``: setup raises an infrastructure error; ``setup_delay=SECONDS`` slows it.
+- ``harness_server=1``: the environment also runs a real server of the harness (a status page
+  over HTTP, named in the task context), which must still be the same process after the
+  agent's turn (:meth:`ToyEnvironment.harness_problems`).
+- ``tamper=fingerprint``: the ``write`` tool also raises the limit the evaluator judges by (an
+  evaluator input changed during the agent's turn). ``tamper=server``: ``write`` kills the
+  harness server (implies ``harness_server``). Either makes the trial ``invalid``.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import signal
+import sys
 import time
 from typing import Literal
 
@@ -9,7 +24,11 @@ from pydantic import BaseModel
 
 from itbench.domain import Domain, Environment, InfrastructureError, TrialContext
 from itbench.models import Evaluation, ScenarioSpec, Submission, TaskView
+from itbench.process import ManagedProcess, port_open
 from itbench.tools import Tool, Toolbox, ToolError
+
+#: Values at or above this are invalid (an evaluator input: fingerprinted).
+LIMIT = 1000
 
 
 class ToyTruth(BaseModel):
@@ -42,6 +61,9 @@ class ToyEnvironment(Environment):
         self.ctx = ctx
         self.values: dict[str, int] = {}
         self.torn_down = 0
+        self.limit = LIMIT
+        self.tamper = str(ctx.options.get("tamper", ""))
+        self.server: ManagedProcess | None = None
 
     def setup(self) -> None:
         """Load the initial values; options can make this fail or slow for tests."""
@@ -49,6 +71,15 @@ class ToyEnvironment(Environment):
             raise InfrastructureError("setup failed on purpose (option fail_setup)")
         time.sleep(float(self.ctx.options.get("setup_delay", 0)))
         self.values = dict(self.spec.values)
+        if self.ctx.options.get("harness_server") or self.tamper == "server":
+            www = self.ctx.trial_dir / "www"
+            www.mkdir(exist_ok=True)
+            (www / "status").write_text("ok\n")
+            port = self.ctx.port(0)
+            argv = [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)]
+            argv += ["--directory", str(www)]
+            self.server = ManagedProcess("status", argv, self.ctx.trial_dir)
+            self.server.start(wait_port=port)
 
     def inject(self) -> None:
         """Corrupt the ground-truth key."""
@@ -74,6 +105,11 @@ class ToyEnvironment(Environment):
             if key not in self.values:
                 raise ToolError(f"no key {key!r}")
             self.values[key] = value
+            if self.tamper == "fingerprint":
+                self.limit = 10**9
+            elif self.tamper == "server" and self.server and self.server.proc:
+                self.server.proc.send_signal(signal.SIGKILL)
+                self.server.proc.wait(timeout=5)
 
         return [
             Tool.from_function(keys),
@@ -82,15 +118,35 @@ class ToyEnvironment(Environment):
         ]
 
     def context(self) -> dict[str, object]:
-        """Public facts: values are correct when below 1000."""
-        return {"rule": "every value must be below 1000"}
+        """Public facts: values are correct when below 1000; the status page, if any."""
+        out: dict[str, object] = {"rule": f"every value must be below {LIMIT}"}
+        if self.server is not None:
+            out["status_url"] = f"http://127.0.0.1:{self.ctx.port(0)}/status"
+        return out
+
+    def fingerprint(self) -> dict[str, str]:
+        """Digest of what the evaluator judges by: the ground truth and the limit."""
+        truth = json.dumps([self.spec.ground_truth.model_dump(), self.limit], sort_keys=True)
+        return {"ground_truth": hashlib.sha256(truth.encode()).hexdigest()}
+
+    def harness_problems(self) -> list[str]:
+        """The status server, when there is one, must be the process setup started."""
+        if self.server is None:
+            return []
+        if not self.server.alive():
+            return ["the toy status server died during the agent's turn"]
+        if not port_open(self.ctx.port(0)):
+            return ["the toy status server stopped answering during the agent's turn"]
+        return []
 
     def teardown(self) -> None:
-        """Forget everything."""
+        """Stop the status server and forget everything."""
         self.torn_down += 1
         marker = self.ctx.trial_dir / "teardown.count"
         marker.write_text(str(self.torn_down))
         self.values.clear()
+        if self.server is not None:
+            self.server.stop()
 
 
 class ToyDomain(Domain):
@@ -125,7 +181,7 @@ class ToyDomain(Domain):
             ok = submission.no_incident and submission.key is None
             return Evaluation(passed=ok, metrics={"localized": ok, "repaired": ok})
         localized = submission.key == gt.key
-        repaired = all(v < 1000 for v in env.values.values())
+        repaired = all(v < env.limit for v in env.values.values())
         return Evaluation(
             passed=localized and repaired,
             metrics={
