@@ -16,7 +16,8 @@ trials) and no process outside its PID namespace. Its network namespace has a lo
 interface only; :mod:`itbench.netbridge` forwards the tool server's port and the ports of the
 public endpoints in the task context, nothing else. When the program exits, or is stopped, the
 PID namespace ends and every process in it, daemons included, goes with it, with the
-listeners they opened.
+listeners they opened. Its uid may run :data:`PROCESS_LIMIT` processes and write files of
+:data:`FILE_LIMIT` bytes at most; its ``/tmp`` holds :data:`TMP_SIZE` bytes.
 
 bubblewrap runs unprivileged, as the agent's uid, so it can bind only paths that uid can reach;
 a workspace under a private directory (``/root/...``, a 0700 temporary directory) is not one.
@@ -31,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import resource
 import secrets
 import shutil
 import tempfile
@@ -63,6 +65,12 @@ ETC = (
 )
 #: Range of the uids agents run as (one drawn per trial; no account needs to exist).
 UID_RANGE = (200_000, 299_999)
+#: Processes an agent's uid may have at once (a fork bomb stops there).
+PROCESS_LIMIT = 1024
+#: Largest file an agent may write, in bytes.
+FILE_LIMIT = 1024 * 1024 * 1024
+#: Size of the agent's private /tmp (memory-backed), in bytes.
+TMP_SIZE = 256 * 1024 * 1024
 _WRAPPER = f'#!/bin/sh\nexec /usr/bin/python3 {OPT}/toolclient.py "$@"\n'
 _CLONE_NEWNS = 0x00020000
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
@@ -172,6 +180,8 @@ class Sandbox:
         for src, point in self._stage.items():
             if libc.mount(str(src).encode(), str(point).encode(), None, _MS_BIND, None) != 0:
                 raise OSError(ctypes.get_errno(), f"cannot bind {src}")
+        resource.setrlimit(resource.RLIMIT_NPROC, (PROCESS_LIMIT, PROCESS_LIMIT))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
         os.setgroups([])
         os.setresgid(self.uid, self.uid, self.uid)
         os.setresuid(self.uid, self.uid, self.uid)
@@ -225,7 +235,8 @@ class Sandbox:
         group = f"root:x:0:\nagent:x:{self.uid}:\n"
         out += ["--ro-bind-data", str(self._data("group", group)), "/etc/group"]
         out += ["--ro-bind-data", str(self._data("hosts", "127.0.0.1 localhost\n")), "/etc/hosts"]
-        out += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/run"]
+        out += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_SIZE), "--tmpfs", "/tmp"]
+        out += ["--dir", "/run"]
         client = Path(toolclient.__file__).read_text(encoding="utf-8")
         bridge = Path(netbridge.__file__).read_text(encoding="utf-8")
         out += ["--ro-bind-data", str(self._data("toolclient.py", client)), f"{OPT}/toolclient.py"]
