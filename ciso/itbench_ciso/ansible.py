@@ -14,8 +14,14 @@ from typing import Any
 
 import yaml
 
-from itbench.process import forget_pid, record_pid, stop_group, stop_marked
-from itbench_ciso.sandbox import sandbox_problem, wrap
+from itbench.process import forget_pid, record_pid, stop_group
+from itbench_ciso import playrun
+from itbench_ciso.sandbox import Jail, read_back
+
+#: Bytes of a result or evidence file read back at most.
+RESULT_LIMIT = 8 * 1024 * 1024
+#: Lines of output shown.
+OUTPUT_LINES = 40
 
 #: Keys that would let a play leave the harness's inventory or its local, unprivileged runs.
 FORBIDDEN_KEYS = frozenset(
@@ -91,30 +97,30 @@ def playbook_problem(text: str) -> str | None:
     return walk(doc, "playbook")
 
 
-def host_root(root: Path) -> dict[str, Any]:
-    """Host variables of a host whose ``/`` is the directory ``root``."""
-    return {"host_root": str(root.resolve())}
+def inventory(
+    hosts: dict[str, dict[str, Any]], evidence_dir: str, interpreter: str | None = None
+) -> dict[str, Any]:
+    """The YAML inventory of ``hosts`` (name -> host variables), local connection.
 
-
-def inventory(hosts: dict[str, dict[str, Any]], evidence_dir: Path) -> dict[str, Any]:
-    """The YAML inventory of ``hosts`` (name -> host variables), local connection."""
+    Args:
+        hosts: Host name -> its variables.
+        evidence_dir: Directory of the hosts' ``evidence_file`` (as the playbook sees it).
+        interpreter: ``ansible_python_interpreter`` (the runs' own interpreter).
+    """
+    common: dict[str, Any] = {"ansible_connection": "local"}
+    if interpreter is not None:
+        common["ansible_python_interpreter"] = interpreter
     return {
         "all": {
             "children": {
                 "targets": {
                     "hosts": {
-                        name: {
-                            **host_vars,
-                            "evidence_file": str((evidence_dir / f"{name}.json").resolve()),
-                        }
+                        name: {**host_vars, "evidence_file": f"{evidence_dir}/{name}.json"}
                         for name, host_vars in sorted(hosts.items())
                     }
                 }
             },
-            "vars": {
-                "ansible_connection": "local",
-                "ansible_python_interpreter": sys.executable,
-            },
+            "vars": common,
         }
     }
 
@@ -125,15 +131,23 @@ def run_playbook(
     run_dir: Path,
     trial_dir: Path,
     timeout: float = 60.0,
+    *,
+    roots: dict[str, Path] | None = None,
+    roots_at: str = "/hosts",
+    ports: tuple[int, ...] = (),
 ) -> PlayOutcome:
-    """Run ``text`` on ``hosts`` with ansible-runner; only ``run_dir`` is writable.
+    """Run ``text`` on ``hosts`` with ansible-runner in the sandbox; only ``run_dir`` is writable.
 
     Args:
         text: The playbook (YAML).
-        hosts: Host name -> its variables (``host_root``, endpoint credentials...).
+        hosts: Host name -> its variables (endpoint credentials...).
         run_dir: Fresh directory for this run (private data dir, evidence, temp files).
         trial_dir: The trial's directory (pid record for recovery).
         timeout: Seconds the playbook may run.
+        roots: Host name -> the directory that stands for its ``/`` (shown read-only at
+            ``roots_at/<name>`` and given as the host variable ``host_root``).
+        roots_at: Where the host trees appear to the playbook.
+        ports: TCP ports of 127.0.0.1 the playbook may reach.
     """
     start = time.perf_counter()
     problem = playbook_problem(text)
@@ -144,84 +158,95 @@ def run_playbook(
     (run_dir / "inventory").mkdir()
     evidence_dir = run_dir / "evidence"
     evidence_dir.mkdir()
+    jail = Jail(run_dir, ports=ports, read_owned=bool(roots))
+    host_vars = {}
+    for name, variables in hosts.items():
+        host_vars[name] = dict(variables)
+        if roots and name in roots:
+            host_vars[name]["host_root"] = jail.mount(roots[name], f"{roots_at}/{name}")
     (run_dir / "project" / "playbook.yml").write_text(text, encoding="utf-8")
     (run_dir / "inventory" / "hosts.yml").write_text(
-        yaml.safe_dump(inventory(hosts, evidence_dir), sort_keys=True), encoding="utf-8"
+        yaml.safe_dump(
+            inventory(host_vars, jail.inside(evidence_dir), sys.executable), sort_keys=True
+        ),
+        encoding="utf-8",
     )
     config = run_dir / "run.json"
     result = run_dir / "result.json"
     config.write_text(
         json.dumps(
             {
-                "private_data_dir": str(run_dir.resolve()),
+                "private_data_dir": jail.run,
                 "playbook": "playbook.yml",
                 "timeout": max(1, int(timeout)),
-                "result": str(result.resolve()),
+                "result": jail.inside(result),
                 "forks": max(1, len(hosts)),
             }
         ),
         encoding="utf-8",
     )
-    argv = [sys.executable, "-m", "itbench_ciso.playrun", str(config.resolve())]
-    sandboxed = sandbox_problem() is None
-    if sandboxed:
-        argv = wrap(argv, [run_dir])
-    log = run_dir / "runner.log"
-    outcome = PlayOutcome("error", sandboxed=sandboxed)
-    with log.open("wb") as fh:
+    runner = jail.helper("playrun.py", Path(playrun.__file__).read_text(encoding="utf-8"))
+    log = run_dir.parent / f"{run_dir.name}.log"
+    outcome = PlayOutcome("error", sandboxed=jail.confined)
+    name = f"playbook-{run_dir.name}"
+    with jail.running(), log.open("wb") as fh:
         try:
-            proc = subprocess.Popen(  # noqa: S603 - our own runner module
-                argv,
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
+            proc = jail.popen(
+                [sys.executable, runner, jail.inside(config)], {}, stdout=fh, stderr=fh
             )
         except OSError as exc:
             outcome.output = f"cannot start ansible-runner: {exc}"
             return outcome
-        name = f"playbook-{run_dir.name}"
         record_pid(trial_dir, name, proc.pid)
         try:
             proc.wait(timeout=timeout + 20)
         except subprocess.TimeoutExpired:
-            stop_group(proc.pid)
             outcome.status = "timeout"
         finally:
+            # The sandbox's PID namespace ends with it: nothing the playbook started survives.
             stop_group(proc.pid, timeout=1)
             with contextlib.suppress(Exception):
                 proc.wait(timeout=1)
-            # ansible-runner starts ansible-playbook in a session of its own, out of reach of
-            # the group above when a time limit cuts the run short.
-            stop_marked([run_dir])
             forget_pid(trial_dir, name)
     facts: dict[str, Any] = {}
-    if result.is_file():
-        data = json.loads(result.read_text(encoding="utf-8"))
-        outcome.status, outcome.rc = str(data.get("status")), data.get("rc")
-        facts = data.get("facts") or {}
-    outcome.output = _tail(run_dir, log)
+    output = ""
+    if outcome.status != "timeout":
+        try:
+            data = json.loads(read_back(run_dir, "result.json", RESULT_LIMIT))
+            outcome.status, outcome.rc = str(data.get("status")), data.get("rc")
+            facts = data.get("facts") or {}
+            output = str(data.get("output") or "")
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError, RecursionError, AttributeError) as exc:
+            output = f"the runner's result is unreadable: {exc}"
+    outcome.output = "\n".join([*output.splitlines(), *_tail(log).splitlines()][-OUTPUT_LINES:])
     for host in hosts:
-        path = evidence_dir / f"{host}.json"
-        if not path.is_file():
+        try:
+            raw = read_back(run_dir, f"evidence/{host}.json", RESULT_LIMIT)
+        except FileNotFoundError:
             if host in facts:
                 outcome.evidence[host] = facts[host]
             else:
                 outcome.problems[host] = "no evidence: neither the fact nor the file was set"
             continue
+        except OSError as exc:
+            outcome.problems[host] = f"evidence file refused: {exc.strerror or exc}"
+            continue
         try:
-            outcome.evidence[host] = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            outcome.evidence[host] = json.loads(raw.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             outcome.problems[host] = f"evidence is not JSON: {exc}"
     outcome.seconds = time.perf_counter() - start
     return outcome
 
 
-def _tail(run_dir: Path, log: Path, lines: int = 40) -> str:
-    texts = []
-    for stdout in sorted((run_dir / "artifacts").glob("*/stdout")):
-        texts.append(stdout.read_text(errors="replace"))
-    runner_log = log.read_text(errors="replace") if log.is_file() else ""
-    if runner_log.strip():
-        texts.append(runner_log)
-    return "\n".join("\n".join(texts).splitlines()[-lines:])
+def _tail(log: Path, size: int = 16384) -> str:
+    """The end of the runner's own log (outside the run directory)."""
+    try:
+        with log.open("rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - size))
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""

@@ -63,6 +63,13 @@ class MotoServer(_MotoServer):
     def stop(self, timeout: float = 1.0) -> None:
         """Stop the server (idempotent)."""
         super().stop(timeout)
+        with self._lock:
+            self._clients.clear()
+
+    def restart(self, timeout: float = 30.0) -> None:
+        """Stop the server and start a fresh one on the same port (no state survives)."""
+        self.stop()
+        self.start(timeout)
 
     def client(self, service: str, creds: Credentials = DEFAULT_CREDENTIALS) -> Any:
         """A boto3 client of ``service`` for the account of ``creds`` (cached; thread safe)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -12,10 +11,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from itbench.process import forget_pid, record_pid, stop_group
 from itbench_ciso.aws import Credentials
-from itbench_ciso.sandbox import sandbox_problem, wrap
+from itbench_ciso.sandbox import Jail
+
+#: Bytes of a collector's stdout parsed at most (evidence is a small JSON document).
+OUTPUT_CAP = 8 * 1024 * 1024
+#: Bytes of its stderr shown in tool results.
+OUTPUT_TAIL = 2000
 
 
 @dataclass
@@ -26,6 +31,7 @@ class Collected:
     problem: str | None = None
     stderr: str = ""
     seconds: float = 0.0
+    sandboxed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -43,63 +49,64 @@ def run_collector(
 ) -> Collected:
     """Run ``script`` with the account's credentials in the environment; parse its stdout.
 
-    Only ``run_dir`` (its working directory) is writable when the sandbox is available.
+    The collector runs in the sandbox of :mod:`itbench_ciso.sandbox`: its run directory is
+    the only writable place, the endpoint's port the only one of the network it reaches, and
+    its environment holds only the account's variables (nothing of the harness's).
     """
     start = time.perf_counter()
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     path = run_dir / "collector.py"
     path.write_text(script, encoding="utf-8")
+    port = urlparse(endpoint).port
+    jail = Jail(run_dir, ports=[port] if port else [])
     env = {
-        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-        "HOME": str(run_dir),
-        "LANG": "C.UTF-8",
-        "TMPDIR": str(run_dir),
         "PYTHONDONTWRITEBYTECODE": "1",
-        "AWS_CONFIG_FILE": str(run_dir / "no-aws-config"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(run_dir / "no-aws-credentials"),
+        "AWS_CONFIG_FILE": f"{jail.run}/no-aws-config",
+        "AWS_SHARED_CREDENTIALS_FILE": f"{jail.run}/no-aws-credentials",
         "AWS_EC2_METADATA_DISABLED": "true",
         **creds.env(endpoint),
     }
-    argv = [sys.executable, str(path)]
-    if sandbox_problem() is None:
-        argv = wrap(argv, [run_dir])
-    out = Collected()
-    try:
-        proc = subprocess.Popen(  # noqa: S603 - runs the submitted collector, confined
-            argv,
-            cwd=run_dir,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return Collected(problem=f"cannot start the collector: {exc}")
+    out = Collected(sandboxed=jail.confined)
     name = f"collector-{run_dir.name}"
-    record_pid(trial_dir, name, proc.pid)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        stop_group(proc.pid)
-        with contextlib.suppress(Exception):
-            stdout, stderr = proc.communicate(timeout=2)
-        out.problem = f"the collector exceeded its time limit of {timeout:g}s"
-        stdout, stderr = b"", b""
-    finally:
-        stop_group(proc.pid, timeout=1)
-        forget_pid(trial_dir, name)
-    out.stderr = stderr.decode(errors="replace")[-2000:]
-    (run_dir / "stdout.txt").write_bytes(stdout)
-    (run_dir / "stderr.txt").write_bytes(stderr)
+    # Outputs go to files the program cannot reach (its writes are capped by the sandbox).
+    out_path = run_dir.parent / f"{run_dir.name}.stdout"
+    err_path = run_dir.parent / f"{run_dir.name}.stderr"
+    with jail.running(), out_path.open("wb") as fout, err_path.open("wb") as ferr:
+        try:
+            proc = jail.popen([sys.executable, jail.inside(path)], env, stdout=fout, stderr=ferr)
+        except OSError as exc:
+            out.problem = f"cannot start the collector: {exc}"
+            return out
+        record_pid(trial_dir, name, proc.pid)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            out.problem = f"the collector exceeded its time limit of {timeout:g}s"
+        finally:
+            stop_group(proc.pid, timeout=1)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=2)
+            forget_pid(trial_dir, name)
+    out.stderr = _tail(err_path, OUTPUT_TAIL)
     if out.problem is None:
+        size = out_path.stat().st_size
         if proc.returncode != 0:
             out.problem = f"the collector exited with {proc.returncode}"
+        elif size > OUTPUT_CAP:
+            out.problem = f"the collector printed {size} bytes; evidence is at most {OUTPUT_CAP}"
         else:
             try:
-                out.evidence = json.loads(stdout.decode(errors="replace"))
-            except json.JSONDecodeError as exc:
+                out.evidence = json.loads(out_path.read_bytes().decode(errors="replace"))
+            except (json.JSONDecodeError, RecursionError) as exc:
                 out.problem = f"the collector's output is not one JSON document: {exc}"
     out.seconds = time.perf_counter() - start
     return out
+
+
+def _tail(path: Path, size: int) -> str:
+    """The last ``size`` bytes of ``path`` as text."""
+    with path.open("rb") as fh:
+        fh.seek(0, 2)
+        fh.seek(max(0, fh.tell() - size))
+        return fh.read().decode(errors="replace")

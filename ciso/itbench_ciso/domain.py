@@ -59,3 +59,13 @@ class CisoDomain(Domain):
         from itbench_ciso.baseline import solve
 
         return solve(task, toolbox)
+
+    def probe(self, kind: str, task: TaskView, toolbox: Toolbox) -> Submission | None:
+        """``constant``: fixed artifacts per family; ``thrash``: flag every pod, host, account."""
+        from itbench_ciso import probes
+
+        if kind == "constant":
+            return probes.constant(task)
+        if kind == "thrash":
+            return probes.thrash(task, toolbox)
+        return None

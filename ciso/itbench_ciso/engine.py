@@ -6,8 +6,12 @@ import contextlib
 import json
 import os
 import re
+import select
 import shutil
+import subprocess
+import sys
 import threading
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,101 +77,136 @@ class PolicyEngine(ABC):
 
 # --- embedded -------------------------------------------------------------------------------
 
-#: rego-cpp is not known to be thread safe: every call into it holds this lock.
-_REGO_LOCK = threading.Lock()
-_ERROR = re.compile(r"\(error (\d+):")
-_MSG = re.compile(r"\(errormsg (\d+):")
+#: Seconds one request to the embedded engine may take (``--option policy_timeout=S``).
+POLICY_TIMEOUT = 30.0
+#: Largest reply read from the worker, in bytes.
+REPLY_LIMIT = 64 * 1024 * 1024
 
 
-def _sized(text: str, match: re.Match[str]) -> str:
-    size = int(match.group(1))
-    start = match.end()
-    return text[start : start + size]
-
-
-def format_rego_error(raw: str, modules: dict[str, str]) -> str:
-    """Turn rego-cpp's error tree into ``file:line:col: message`` lines."""
-    lines: list[str] = []
-    for err in _ERROR.finditer(raw):
-        name = _sized(raw, err)
-        rest = raw[err.end() + len(name) :]
-        loc = re.match(r"\|(\d+)\|(\d+)", rest)
-        msg_match = _MSG.search(raw, err.end())
-        msg = _sized(raw, msg_match) if msg_match else "error"
-        where = name or "policy"
-        if loc and name in modules:
-            offset = int(loc.group(1))
-            before = modules[name][:offset]
-            line = before.count("\n") + 1
-            col = offset - (before.rfind("\n") + 1) + 1
-            where = f"{name}:{line}:{col}"
-        lines.append(f"{where}: {msg}")
-    if not lines:
-        msgs = [_sized(raw, m) for m in _MSG.finditer(raw)]
-        lines = msgs or [raw.strip()[:500] or "the engine reported an error without a message"]
-    # rego-cpp repeats a message per enclosing construct; keep each once, in order.
-    return "\n".join(dict.fromkeys(lines))
+class _WorkerFailure(Exception):
+    """The worker died, hung or answered nonsense; the message says which."""
 
 
 class EmbeddedEngine(PolicyEngine):
-    """rego-cpp through regopy, in-process: Rego v1 (``import rego.v1``, ``contains``, ``if``)."""
+    """rego-cpp through regopy: Rego v1 (``import rego.v1``, ``contains``, ``if``).
+
+    The engine runs in a worker process of its own (:mod:`itbench_ciso.regoworker`) with an
+    empty environment, so ``opa.runtime()`` reveals nothing of the harness; a policy that
+    crashes the engine or runs past ``timeout`` fails alone.
+
+    Args:
+        trial_dir: Where the worker's pid is recorded (recovery after a harness crash).
+        timeout: Seconds one request may take.
+    """
 
     name = "embedded"
 
-    def _interpreter(self, modules: dict[str, str]) -> Any:
-        import regopy  # type: ignore[import-untyped]
+    def __init__(self, trial_dir: Path | None = None, timeout: float = POLICY_TIMEOUT) -> None:
+        self.trial_dir = trial_dir
+        self.timeout = timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._buffer = b""
+        self._lock = threading.Lock()
 
-        interp = regopy.Interpreter()
-        interp.log_level = regopy.LogLevel.NONE  # errors are returned, not printed
-        for fname, source in modules.items():
+    def _start(self) -> subprocess.Popen[bytes]:
+        # No address-space limit: rego-cpp's allocator reserves more than any sane one at start.
+        argv = [sys.executable, "-I", "-m", "itbench_ciso.regoworker"]
+        try:
+            proc = subprocess.Popen(  # noqa: S603 - our own worker module
+                argv,
+                env={},  # opa.runtime() reports this environment: nothing of the harness
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise InfrastructureError(f"cannot start the Rego engine: {exc}") from exc
+        if self.trial_dir is not None:
+            from itbench.process import record_pid
+
+            record_pid(self.trial_dir, "rego-worker", proc.pid)
+        self._buffer = b""
+        return proc
+
+    def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=5)
+        for pipe in (proc.stdout,):
+            with contextlib.suppress(OSError):
+                if pipe is not None:
+                    pipe.close()
+        if self.trial_dir is not None:
+            from itbench.process import forget_pid
+
+            forget_pid(self.trial_dir, "rego-worker")
+
+    def _readline(self, proc: subprocess.Popen[bytes], deadline: float) -> bytes:
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _WorkerFailure(f"the policy took longer than {self.timeout:g}s to evaluate")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise _WorkerFailure("the policy engine stopped (the policy crashed it)")
+            self._buffer += chunk
+            if len(self._buffer) > REPLY_LIMIT:
+                raise _WorkerFailure(f"the policy's result is larger than {REPLY_LIMIT} bytes")
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def _call(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Send one request; restart the worker after any failure.
+
+        Raises:
+            _WorkerFailure: the worker crashed, hung or answered nonsense.
+        """
+        try:
+            payload = json.dumps(request).encode() + b"\n"
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise _WorkerFailure(f"the input cannot be given to the engine: {exc}") from None
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._stop()
+                self._proc = self._start()
+            proc = self._proc
+            assert proc.stdin is not None
             try:
-                interp.add_module(fname, source)
-            except regopy.RegoError as exc:
-                raise PolicyError(format_rego_error(str(exc), modules)) from None
-        return interp
-
-    def _query(self, interp: Any, query: str, modules: dict[str, str]) -> Verdict:
-        import regopy
-        from regopy.interpreter import rego_query  # type: ignore[import-untyped]
-        from regopy.output import (  # type: ignore[import-untyped]
-            rego_free_output,
-            rego_output_ok,
-            rego_output_string,
-        )
-
-        try:
-            impl = rego_query(interp._impl, query)
-        except regopy.RegoError as exc:
-            raise PolicyError(format_rego_error(str(exc), modules)) from None
-        try:
-            ok = rego_output_ok(impl)
-            text = rego_output_string(impl)
-        finally:
-            rego_free_output(impl)
-        if not ok:
-            return Verdict(error="evaluation error (for example conflicting values of a rule)")
-        if text == "undefined":
-            return Verdict(value=None)
-        try:
-            doc = json.loads(text, strict=False)  # rego-cpp leaves control characters raw
-        except json.JSONDecodeError:
-            return Verdict(error=format_rego_error(text, modules))
-        results = doc if isinstance(doc, list) else [doc]
-        exprs = (
-            results[0].get("expressions", []) if results and isinstance(results[0], dict) else []
-        )
-        return Verdict(value=exprs[0] if exprs else None)
+                proc.stdin.write(payload)
+                proc.stdin.flush()
+                line = self._readline(proc, time.monotonic() + self.timeout)
+                reply = json.loads(line)
+            except _WorkerFailure:
+                self._stop()
+                raise
+            except (OSError, ValueError, RecursionError) as exc:
+                self._stop()
+                raise _WorkerFailure(f"the policy engine failed: {exc}") from None
+        if not isinstance(reply, dict) or reply.get("fatal"):
+            raise _WorkerFailure(f"the policy engine failed: {reply.get('error')}")
+        return reply
 
     def compile(self, modules: dict[str, str]) -> str | None:
         """Parse and compile ``modules``; the engine's message on failure."""
-        with _REGO_LOCK:
-            try:
-                interp = self._interpreter(modules)
-                interp.set_input({})
-                self._query(interp, "data", modules)
-            except PolicyError as exc:
-                return str(exc)
-        return None
+        try:
+            reply = self._call({"op": "compile", "modules": modules})
+        except _WorkerFailure as exc:
+            return str(exc)
+        error = reply.get("error")
+        return None if error is None else str(error)
 
     def evaluate(self, modules: dict[str, str], query: str, inputs: list[Any]) -> list[Verdict]:
         """Evaluate ``query`` once per input with one interpreter."""
@@ -177,13 +216,26 @@ class EmbeddedEngine(PolicyEngine):
         self, modules: dict[str, str], queries: list[str], inputs: list[Any]
     ) -> list[list[Verdict]]:
         """Every query on every input, setting each input once (the costly step)."""
-        out: list[list[Verdict]] = []
-        with _REGO_LOCK:
-            interp = self._interpreter(modules)
-            for doc in inputs:
-                interp.set_input(doc)
-                out.append([self._query(interp, q, modules) for q in queries])
-        return out
+        if not inputs:
+            return []
+        try:
+            reply = self._call(
+                {"op": "evaluate", "modules": modules, "queries": queries, "inputs": inputs}
+            )
+        except _WorkerFailure as exc:
+            return [[Verdict(error=str(exc)) for _ in queries] for _ in inputs]
+        if reply.get("error") is not None:
+            raise PolicyError(str(reply["error"]))
+        return [[Verdict(value=v, error=e) for v, e in row] for row in reply.get("rows", [])]
+
+    def close(self) -> None:
+        """Stop the worker (a later call starts a new one)."""
+        with self._lock:
+            self._stop()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self._stop()
 
 
 # --- OPA server -------------------------------------------------------------------------------
@@ -304,6 +356,8 @@ class OpaServer:
             [binary, "run", "--server", "--addr", f"127.0.0.1:{port}", "--log-level", "error"],
             trial_dir,
         )
+        # opa.runtime() reports the server's environment to any policy: give it none.
+        self.process.env = {}
 
     @property
     def url(self) -> str:
@@ -317,6 +371,12 @@ class OpaServer:
     def stop(self) -> None:
         """Stop the server (idempotent)."""
         self.process.stop()
+
+    def alive(self) -> bool:
+        """Whether the server process runs and listens on its port."""
+        from itbench.process import port_open
+
+        return self.process.alive() and port_open(self.port)
 
 
 def opa_binary() -> str | None:

@@ -8,6 +8,7 @@ from typing import Any
 from itbench.domain import Environment, InfrastructureError, TrialContext
 from itbench.tools import Tool
 from itbench_ciso.engine import (
+    POLICY_TIMEOUT,
     EmbeddedEngine,
     OpaEngine,
     OpaServer,
@@ -59,7 +60,8 @@ class CisoEnvironment(Environment):
 
     def _engine(self) -> PolicyEngine:
         if engine_choice(self.ctx.options) == "embedded":
-            return EmbeddedEngine()
+            timeout = float(self.ctx.options.get("policy_timeout", POLICY_TIMEOUT))
+            return EmbeddedEngine(self.ctx.trial_dir, timeout)
         url = os.environ.get("ITBENCH_OPA_URL")
         if url:
             return OpaEngine(url)
@@ -96,6 +98,19 @@ class CisoEnvironment(Environment):
         if self.runtime is None:
             return {}
         return {**self.runtime.context(), "policy_engine": self.engine.name}
+
+    def fingerprint(self) -> dict[str, str]:
+        """Digests of the judge's inputs: hidden variants (and the original policy set)."""
+        if self.runtime is None:
+            return {}
+        return self.runtime.fingerprint()
+
+    def harness_problems(self) -> list[str]:
+        """The family's servers (the AWS endpoint) and the OPA server this trial started."""
+        problems = [] if self.runtime is None else self.runtime.harness_problems()
+        if self.opa_server is not None and not self.opa_server.alive():
+            problems.append(f"the OPA server on port {self.opa_server.port} is gone")
+        return problems
 
     def teardown(self) -> None:
         """Stop the family's systems and the OPA server (idempotent)."""

@@ -2,8 +2,10 @@
 
 ``python -m itbench_ciso.playrun CONFIG.json`` reads ``private_data_dir``, ``playbook``,
 ``timeout`` and ``result``; runs the playbook against the inventory of the private data
-directory only; and writes ``{"status", "rc", "facts"}`` to ``result``, where ``facts`` holds
-the last value of the host fact ``evidence`` each host set.
+directory only; and writes ``{"status", "rc", "facts", "output"}`` to ``result``, where
+``facts`` holds the last value of the host fact ``evidence`` each host set and ``output`` the
+end of the playbook's output. It runs inside the sandbox as a file of its own (it imports
+nothing of the harness).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import sys
 from pathlib import Path
 
 _NONE = object()
+#: Lines of the playbook's output kept in the result.
+OUTPUT_LINES = 40
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,8 +65,14 @@ def main(argv: list[str] | None = None) -> int:
         found = ((data.get("res") or {}).get("ansible_facts") or {}).get("evidence", _NONE)
         if found is not _NONE and data.get("host"):
             facts[str(data["host"])] = found
+    try:
+        output = runner.stdout.read()
+    except (OSError, AttributeError, ValueError):
+        output = ""
+    tail = "\n".join(output.splitlines()[-OUTPUT_LINES:])
     Path(config["result"]).write_text(
-        json.dumps({"status": runner.status, "rc": runner.rc, "facts": facts}), encoding="utf-8"
+        json.dumps({"status": runner.status, "rc": runner.rc, "facts": facts, "output": tail}),
+        encoding="utf-8",
     )
     return 0
 

@@ -157,7 +157,9 @@ violations contains "/etc/crontab" if not input.modes["/etc/crontab"]
 
 def pick(task: TaskView) -> CisoSubmission | None:
     """The first template of the task's family whose keywords all occur in the goal."""
-    family = str(task.context.get("family", ""))
+    from itbench_ciso.probes import family_of
+
+    family = family_of(t.name for t in task.tools)
     text = task.goal.lower()
     for tpl in TEMPLATES:
         if tpl.family == family and all(k in text for k in tpl.keywords):

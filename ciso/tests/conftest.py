@@ -54,7 +54,7 @@ def children(marker: bytes) -> list[int]:
 def nothing_left_running() -> Iterator[None]:
     """After the suite, no server or playbook this process started is still running."""
     yield
-    for marker in (b"moto.server", b"itbench_ciso.playrun", b"opa"):
+    for marker in (b"moto.server", b"playrun", b"opa", b"bwrap", b"regoworker"):
         assert not children(marker), f"{marker!r} processes outlived their trials"
 
 

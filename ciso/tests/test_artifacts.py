@@ -67,13 +67,14 @@ def test_playbook_writing_outside_its_workspace_is_stopped(
 ) -> None:
     spec = catalog.scenarios["ciso/linux-ssh-root-login"]
     assert isinstance(spec, CisoSpec)
-    target = Path("/tmp") / f"itbench-ciso-escape-{uuid.uuid4().hex}"
+    # A harness directory (not in the sandbox at all) and the trial directory itself.
+    target = tmp_path / f"escape-{uuid.uuid4().hex}"
     sub = CisoSubmission(playbook=_escaping_playbook(target), policy=reference(spec).policy)
     with live(domain, spec, tmp_path) as (env, ctx):
         result = judge(domain, spec, env, ctx, sub)
-        hidden_root = ctx.trial_dir / "hidden-hosts"
+        [hidden_root] = (ctx.trial_dir / "playbook-runs").glob("judge-*-hosts")
         untouched = sorted(p.name for p in hidden_root.iterdir())
-    assert not list(Path("/tmp").glob(f"{target.name}*")), "the playbook wrote outside"
+    assert not list(tmp_path.glob(f"{target.name}*")), "the playbook wrote outside"
     assert not result.passed
     assert result.metrics["sandboxed"] is True
     assert result.metrics["evidence_collected"] == 0.0

@@ -202,3 +202,26 @@ def test_policy_engine_flag_selects_the_engine_on_the_command_line(tmp_path: Pat
         res = evaluate("--policy-engine", "opa", "--out", "opa")
         assert res.returncode == 1
         assert json.loads(res.stdout)["results"][0]["status"] == "error"
+
+
+SLOW = """package compliance
+
+import rego.v1
+
+violations contains n if {
+	some n in numbers.range(1, 300000000)
+	n < 0
+}
+"""
+
+
+def test_a_policy_that_runs_too_long_fails_alone() -> None:
+    """The engine's worker is stopped at the time limit; the next policy gets a fresh one."""
+    engine = EmbeddedEngine(timeout=2)
+    try:
+        [slow] = engine.evaluate({"p.rego": SLOW}, "data.compliance.violations", [{}])
+        [fine] = engine.evaluate({"p.rego": V1}, "data.compliance.violations", [{"items": []}])
+    finally:
+        engine.close()
+    assert slow.error is not None and "longer than 2s" in slow.error
+    assert fine.error is None and fine.value == []

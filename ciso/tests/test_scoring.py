@@ -54,8 +54,8 @@ def test_trivial_changes_fail_every_policy_update_scenario(
         unchanged = original_set(spec.policy_set)
         for body in (ALWAYS_POD, NEVER):
             policies = dict(unchanged)
-            policies[file_of(spec.changed)] = body.replace(
-                "package compliance", f"package {package_of(spec.changed)}"
+            policies[file_of(spec.policy_set, spec.changed)] = body.replace(
+                "package compliance", f"package {package_of(spec.policy_set, spec.changed)}"
             )
             with live(domain, spec, tmp_path / f"{spec.id.replace('/', '_')}{len(body)}") as (
                 env,
@@ -78,7 +78,9 @@ def test_other_policy_changes_are_detected(
     good = reference(spec)
     broken = dict(good.policies)
     other = next(c for c in spec.policy_set if c != spec.changed)
-    broken[file_of(other)] = NEVER.replace("package compliance", f"package {package_of(other)}")
+    broken[file_of(spec.policy_set, other)] = NEVER.replace(
+        "package compliance", f"package {package_of(spec.policy_set, other)}"
+    )
     with live(domain, spec, tmp_path) as (env, ctx):
         ok = judge(domain, spec, env, ctx, good)
         bad = judge(domain, spec, env, ctx, CisoSubmission(policies=broken))

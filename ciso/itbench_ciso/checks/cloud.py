@@ -659,20 +659,37 @@ def by_id(check_id: str) -> CloudCheck:
 
 
 def variants(
-    check_id: str, seed: int, compliant: int, non_compliant: int
+    check_id: str,
+    seed: int,
+    compliant: int,
+    non_compliant: int,
+    visible_seed: int | None = None,
 ) -> tuple[Variant, list[Variant]]:
     """The visible account and the hidden accounts of a check (data: the plan).
+
+    Args:
+        check_id: The judged check.
+        seed: Seed of the hidden accounts.
+        compliant: Number of hidden compliant accounts.
+        non_compliant: Number of hidden violating accounts.
+        visible_seed: Seed of the visible account (default ``seed``); a separate seed keeps
+            the visible account from telling anything about the hidden ones.
 
     Raises:
         ValueError: a mutation does not do what it claims (a library bug).
     """
     check = _BY_ID[check_id]
-    rng = random.Random(f"{check_id}:{seed}")
+    hidden_rng = random.Random(f"{check_id}:hidden:{seed}")
+    visible_rng = random.Random(
+        f"{check_id}:visible:{seed if visible_seed is None else visible_seed}"
+    )
     bad = list(check.bad.items())
     near = list(check.near.items())
     others = [(f"{o.id}: {lbl}", m) for o in CHECKS if o.id != check_id for lbl, m in o.bad.items()]
 
-    def make(name: str, muts: list[tuple[str, Mutation]], expect: bool) -> Variant:
+    def make(
+        name: str, muts: list[tuple[str, Mutation]], expect: bool, rng: random.Random = hidden_rng
+    ) -> Variant:
         for attempt in range(6):
             plan = clean_account()
             notes = []
@@ -684,10 +701,10 @@ def variants(
                 return Variant(name, plan, {name} if expect else set(), [name], notes)
         raise ValueError(f"{check_id}: {[m[0] for m in muts]} gives the wrong verdict")
 
-    visible = make("visible", near[:1] + bad[:1], True)
+    visible = make("visible", near[:1] + bad[:1], True, visible_rng)
     hidden = [make("", [near[i % len(near)]], False) for i in range(compliant)]
     hidden += [make("", [bad[i % len(bad)]], True) for i in range(non_compliant)]
-    rng.shuffle(hidden)
+    hidden_rng.shuffle(hidden)
     for i, v in enumerate(hidden):
         v.name = f"account-{i + 1:02d}"
         v.units = [v.name]

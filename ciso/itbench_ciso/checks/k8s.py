@@ -959,16 +959,23 @@ def _variant(
 
 
 def variants(
-    check_id: str, seed: int, compliant: int, non_compliant: int, also: list[str] | None = None
+    check_id: str,
+    seed: int,
+    compliant: int,
+    non_compliant: int,
+    also: list[str] | None = None,
+    visible_seed: int | None = None,
 ) -> tuple[Variant, list[Variant]]:
     """The visible snapshot and the hidden variants of a check.
 
     Args:
         check_id: The judged check.
-        seed: Seed of names and choices.
+        seed: Seed of the hidden variants' names and choices.
         compliant: Number of hidden variants without violation.
         non_compliant: Number of hidden variants with at least one violating pod.
         also: Other checks whose violations must appear too (policy-update family).
+        visible_seed: Seed of the visible snapshot (default ``seed``); a separate seed keeps
+            the visible snapshot from telling anything about the hidden ones.
 
     Returns:
         ``(visible, hidden)``.
@@ -978,13 +985,20 @@ def variants(
     """
     check = _BY_ID[check_id]
     extra = [_BY_ID[c] for c in also or [] if c != check_id]
-    rng = random.Random(f"{check_id}:{seed}")
-    namer = _Namer(rng)
+    rng = random.Random(f"{check_id}:hidden:{seed}")
+    visible_rng = random.Random(
+        f"{check_id}:visible:{seed if visible_seed is None else visible_seed}"
+    )
+    shown = _Namer(visible_rng)
+    # Hidden pods never reuse a visible pod's name: a policy that lists names fails.
+    namer = _Namer(rng, used=shown.used)
     _self_test(check)
     bad = list(check.bad.items())
     near = list(check.near.items())
     extra_bad = [(f"{c.id}: {lbl}", m) for c in extra for lbl, m in c.bad.items()]
-    visible = _variant("visible", rng, namer, [check], bad[:1], near[:1], n_clean=2, n_distract=1)
+    visible = _variant(
+        "visible", visible_rng, shown, [check], bad[:1], near[:1], n_clean=2, n_distract=1
+    )
     hidden: list[Variant] = []
     for i in range(compliant):
         nr = [near[(i + j) % len(near)] for j in range(min(2, len(near)))]

@@ -1059,18 +1059,33 @@ def by_id(check_id: str) -> LinuxCheck:
 
 
 def variants(
-    check_id: str, seed: int, compliant: int, non_compliant: int
+    check_id: str,
+    seed: int,
+    compliant: int,
+    non_compliant: int,
+    visible_seed: int | None = None,
 ) -> tuple[list[Variant], list[Variant]]:
     """Visible hosts (one compliant, one not) and hidden hosts of a check.
 
     Every hidden compliant host carries near misses and violations of other checks; every
     hidden violating host one of the check's violations (cycled) and possibly a near miss.
 
+    Args:
+        check_id: The judged check.
+        seed: Seed of the hidden hosts.
+        compliant: Number of hidden compliant hosts.
+        non_compliant: Number of hidden violating hosts.
+        visible_seed: Seed of the visible hosts (default ``seed``); a separate seed keeps the
+            visible hosts from telling anything about the hidden ones.
+
     Raises:
         ValueError: a mutation does not do what it claims (a library bug).
     """
     check = _BY_ID[check_id]
-    rng = random.Random(f"{check_id}:{seed}")
+    hidden_rng = random.Random(f"{check_id}:hidden:{seed}")
+    visible_rng = random.Random(
+        f"{check_id}:visible:{seed if visible_seed is None else visible_seed}"
+    )
     bad = list(check.bad.items())
     near = list(check.near.items())
     others = [(f"{o.id}: {lbl}", m) for o in CHECKS if o.id != check_id for lbl, m in o.bad.items()]
@@ -1083,7 +1098,7 @@ def variants(
             notes.append(label)
         return host, notes
 
-    def other() -> list[tuple[str, Mutation]]:
+    def other(rng: random.Random) -> list[tuple[str, Mutation]]:
         picks = []
         for label, m in rng.sample(others, 3):
             probe = clean_host()
@@ -1095,8 +1110,10 @@ def variants(
                 picks.append((f"other requirement ({label})", m))
         return picks[:1]
 
-    def make(name: str, muts: list[tuple[str, Mutation]], expect: bool) -> Variant:
-        tries = [muts + other() for _ in range(4)] + [muts, muts[:1]]
+    def make(
+        name: str, muts: list[tuple[str, Mutation]], expect: bool, rng: random.Random = hidden_rng
+    ) -> Variant:
+        tries = [muts + other(rng) for _ in range(4)] + [muts, muts[:1]]
         for attempt in tries:
             try:
                 host, notes = build(attempt)
@@ -1106,7 +1123,10 @@ def variants(
                 return Variant(name, host, {name} if expect else set(), [name], notes)
         raise ValueError(f"{check_id}: {[m[0] for m in muts]} gives the wrong verdict")
 
-    visible = [make("host-a", near[:1], False), make("host-b", bad[:1], True)]
+    visible = [
+        make("host-a", near[:1], False, visible_rng),
+        make("host-b", bad[:1], True, visible_rng),
+    ]
     hidden: list[Variant] = []
     for i in range(compliant):
         hidden.append(make("", [near[(i + 1) % len(near)]] if i else [], False))
@@ -1115,7 +1135,7 @@ def variants(
         if i % 2 and near:
             muts.append(near[i % len(near)])
         hidden.append(make("", muts, True))
-    rng.shuffle(hidden)
+    hidden_rng.shuffle(hidden)
     for i, v in enumerate(hidden):
         name = f"host-{i + 1:02d}"
         v.name = name

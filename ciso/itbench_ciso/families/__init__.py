@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import time
 from abc import ABC, abstractmethod
@@ -39,6 +41,24 @@ class Runtime(ABC):
     def workspace(self) -> Path:
         """The agent's workspace."""
         return self.ctx.workspace
+
+    @property
+    def hidden_seed(self) -> int:
+        """Seed of the hidden variants: from the run's secret, apart from the visible one's."""
+        return self.ctx.secret_seed("ciso:hidden-variants")
+
+    @property
+    def visible_seed(self) -> int:
+        """Seed of the visible system (its content tells nothing about the hidden seed)."""
+        return self.ctx.secret_seed("ciso:visible-system")
+
+    def fingerprint(self) -> dict[str, str]:
+        """Digests of what the judge reads: the hidden variants and their ground truth."""
+        return {"hidden_variants": digest([_variant_record(v) for v in self.hidden])}
+
+    def harness_problems(self) -> list[str]:
+        """Why a server of the family is not as setup left it (none by default)."""
+        return []
 
     def setup(self) -> None:  # noqa: B027 - optional
         """Start what the family needs and write the visible material to the workspace."""
@@ -129,3 +149,21 @@ class Runtime(ABC):
 def timer() -> float:
     """Monotonic seconds."""
     return time.perf_counter()
+
+
+def digest(value: Any) -> str:
+    """SHA-256 of a JSON-able value (canonical form)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=_jsonable)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    raise TypeError(f"cannot fingerprint {type(value).__name__}")
+
+
+def _variant_record(v: Variant) -> dict[str, Any]:
+    return {"name": v.name, "data": v.data, "violating": v.violating, "units": v.units}

@@ -9,6 +9,7 @@ from typing import Any
 
 from itbench.domain import InfrastructureError
 from itbench.models import Evaluation
+from itbench.process import port_open
 from itbench.tools import Tool
 from itbench_ciso.ansible import PlayOutcome, run_playbook
 from itbench_ciso.aws import DEFAULT_CREDENTIALS, REGION, MotoServer
@@ -33,8 +34,8 @@ CONTRACT = (
     "`environment`); it must set the host fact `evidence` or write the JSON to "
     "`{{ evidence_file }}`. The policy gets an account's evidence as `input` and must define "
     "the set `violations`: non-empty exactly when the account does not meet the requirement. "
-    "Collectors and playbooks run with a time limit and may write only in their own run "
-    "directory."
+    "Collectors and playbooks run with a time limit, may write only in their own run "
+    "directory and reach only the endpoint."
 )
 
 
@@ -58,12 +59,16 @@ class CloudRuntime(Runtime):
         """Start the endpoint and create the visible account's resources."""
         plan = self.spec.variants
         visible, self.hidden = cloud.variants(
-            self.spec.check, self.ctx.seed, plan.compliant, plan.non_compliant
+            self.spec.check,
+            self.hidden_seed,
+            plan.compliant,
+            plan.non_compliant,
+            visible_seed=self.visible_seed,
         )
         self.visible = visible
         self.server.start()
         try:
-            cloud.seed(self.server.client, visible.data, f"{self.ctx.seed % 100000:05d}")
+            cloud.seed(self.server.client, visible.data, f"{self.visible_seed % 100000:05d}")
         except Exception as exc:
             raise InfrastructureError(
                 f"seeding the account failed: {type(exc).__name__}: {exc}; "
@@ -73,6 +78,14 @@ class CloudRuntime(Runtime):
     def teardown(self) -> None:
         """Stop the endpoint."""
         self.server.stop()
+
+    def harness_problems(self) -> list[str]:
+        """The AWS endpoint must still be the server setup started, listening on its port."""
+        if not self.server.alive():
+            return [f"the AWS endpoint (moto server on port {self.server.port}) is gone"]
+        if not port_open(self.server.port):
+            return [f"the AWS endpoint (moto server) no longer listens on {self.server.port}"]
+        return []
 
     def _collect(self, script: str, account: str, label: str) -> Collected:
         creds = self.server.account(account)
@@ -128,7 +141,9 @@ class CloudRuntime(Runtime):
 
     def _play(self, playbook: str, hosts: dict[str, dict[str, Any]], label: str) -> PlayOutcome:
         run_dir = self.ctx.trial_dir / "playbook-runs" / label
-        outcome = run_playbook(playbook, hosts, run_dir, self.ctx.trial_dir, self.timeout)
+        outcome = run_playbook(
+            playbook, hosts, run_dir, self.ctx.trial_dir, self.timeout, ports=(self.server.port,)
+        )
         self.save(f"playbook-runs/{label}.json", json.dumps(outcome.summary(), indent=1))
         return outcome
 
@@ -136,7 +151,6 @@ class CloudRuntime(Runtime):
         """Endpoint, credentials and the contract."""
         creds = DEFAULT_CREDENTIALS
         return {
-            "family": "cloud",
             "requirement": self.spec.requirement,
             "endpoint_url": self.server.url,
             "account_id": creds.account_id,
@@ -156,8 +170,10 @@ class CloudRuntime(Runtime):
             return self._nothing(start, "a collector or a playbook, and a policy, are required")
         modules = {"policy.rego": policy}
         error = self.compile_policy(modules)
-        self.server.reset()
-        rng = random.Random(f"accounts:{self.ctx.seed}")
+        # A fresh server: nothing the agent did to the endpoint (its state, its configuration
+        # through moto's own API) reaches the hidden accounts.
+        self.server.restart()
+        rng = random.Random(self.ctx.secret_seed("ciso:hidden-accounts"))
         accounts = {v.name: f"{rng.randrange(10**11, 10**12)}" for v in self.hidden}
 
         def seed(v: Any) -> None:
@@ -192,6 +208,7 @@ class CloudRuntime(Runtime):
                     evidence=played.evidence.get(v.name),
                     problem=None if v.name in played.evidence else played.problems.get(v.name),
                     stderr=played.output if v.name not in played.evidence else "",
+                    sandboxed=played.sandboxed,
                 )
                 for v in self.hidden
             }
@@ -206,7 +223,10 @@ class CloudRuntime(Runtime):
             ),
         )
         ok = [n for n, c in collected.items() if c.ok]
-        extra = {"evidence_collected": round(len(ok) / len(self.hidden), 4)}
+        extra = {
+            "evidence_collected": round(len(ok) / len(self.hidden), 4),
+            "sandboxed": all(c.sandboxed for c in collected.values()),
+        }
         if error is not None:
             ev = self._nothing(start, error)
             ev.metrics.update(extra)

@@ -9,7 +9,7 @@ from itbench.models import Evaluation
 from itbench.tools import Tool, ToolError
 from itbench_ciso.checks import k8s
 from itbench_ciso.engine import PACKAGE, RULE, PolicyError
-from itbench_ciso.families import Runtime, timer
+from itbench_ciso.families import Runtime, digest, timer
 from itbench_ciso.scoring import Confusion, evaluation, judge_resources
 from itbench_ciso.spec import CisoSubmission
 
@@ -51,25 +51,34 @@ def flagged_ids(value: Any) -> set[str]:
     return out
 
 
-def package_of(check_id: str) -> str:
-    """Rego package of a policy of a policy set: ``compliance.<id without k8s->``."""
-    return f"{PACKAGE}." + check_id.removeprefix("k8s-").replace("-", "_")
+def package_of(policy_set: list[str], check_id: str) -> str:
+    """Rego package of a policy of a policy set: ``compliance.control_<NN>`` by its position.
+
+    Names are neutral: what a policy enforces is in its source, not in its name.
+    """
+    return f"{PACKAGE}.control_{policy_set.index(check_id) + 1:02d}"
 
 
-def file_of(check_id: str) -> str:
-    """File name of a policy of a policy set."""
-    return check_id.removeprefix("k8s-") + ".rego"
+def file_of(policy_set: list[str], check_id: str) -> str:
+    """File name of a policy of a policy set (``control-<NN>.rego``)."""
+    return f"control-{policy_set.index(check_id) + 1:02d}.rego"
+
+
+def _documented(check_id: str, package: str) -> str:
+    """A check's reference policy in ``package``, its requirement as the leading comment."""
+    check = k8s.by_id(check_id)
+    return f"# Requirement: {check.requirement}\n{check.policy(package)}"
 
 
 def original_set(policy_set: list[str]) -> dict[str, str]:
     """The reference policies of ``policy_set``, file name -> source."""
-    return {file_of(c): k8s.by_id(c).policy(package_of(c)) for c in policy_set}
+    return {file_of(policy_set, c): _documented(c, package_of(policy_set, c)) for c in policy_set}
 
 
 def updated_set(policy_set: list[str], changed: str, new_check: str) -> dict[str, str]:
     """``policy_set`` with ``changed`` enforcing ``new_check`` instead (same file and package)."""
     policies = original_set(policy_set)
-    policies[file_of(changed)] = k8s.by_id(new_check).policy(package_of(changed))
+    policies[file_of(policy_set, changed)] = _documented(new_check, package_of(policy_set, changed))
     return policies
 
 
@@ -81,10 +90,11 @@ class KubernetesRuntime(Runtime):
         plan = self.spec.variants
         self.visible, self.hidden = k8s.variants(
             self.spec.check,
-            self.ctx.seed,
+            self.hidden_seed,
             plan.compliant,
             plan.non_compliant,
             also=self.spec.policy_set or None,
+            visible_seed=self.visible_seed,
         )
         path = self.workspace / SNAPSHOT_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -116,7 +126,6 @@ class KubernetesRuntime(Runtime):
     def context(self) -> dict[str, Any]:
         """The policy contract."""
         return {
-            "family": "kubernetes",
             "requirement": self.spec.requirement,
             "cluster_snapshot": str(self.workspace / SNAPSHOT_FILE),
             "policy_contract": (
@@ -172,18 +181,24 @@ class UpdateRuntime(KubernetesRuntime):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._before: list[list[set[str]]] | None = None
+        self._original: dict[str, str] = {}
 
     def original(self) -> dict[str, str]:
-        """The existing policy set, file name -> source."""
-        return original_set(self.spec.policy_set)
+        """The existing policy set, file name -> source (as setup wrote it)."""
+        return dict(self._original)
 
     def setup(self) -> None:
         """Snapshots as for Kubernetes, plus the policy set in the workspace."""
         super().setup()
+        self._original = original_set(self.spec.policy_set)
         folder = self.workspace / "policies"
         folder.mkdir(parents=True, exist_ok=True)
-        for name, source in self.original().items():
+        for name, source in self._original.items():
             (folder / name).write_text(source, encoding="utf-8")
+
+    def fingerprint(self) -> dict[str, str]:
+        """The hidden variants and the original policy set the judge compares against."""
+        return {**super().fingerprint(), "original_policy_set": digest(self._original)}
 
     def tools(self) -> list[Tool]:
         """Kubernetes tools plus ``read_policies``."""
@@ -198,7 +213,6 @@ class UpdateRuntime(KubernetesRuntime):
         """The update contract."""
         assert self.spec.changed is not None
         return {
-            "family": "policy-update",
             "requirement": self.spec.requirement,
             "cluster_snapshot": str(self.workspace / SNAPSHOT_FILE),
             "policy_set": str(self.workspace / "policies"),
@@ -225,8 +239,9 @@ class UpdateRuntime(KubernetesRuntime):
         if error is not None:
             return self._nothing(start, error, compiles=False)
         docs = [v.data for v in self.hidden]
-        others = [c for c in self.spec.policy_set if c != self.spec.changed]
-        queries = [f"data.{package_of(c)}.{RULE}" for c in [self.spec.changed, *others]]
+        pset = self.spec.policy_set
+        others = [c for c in pset if c != self.spec.changed]
+        queries = [f"data.{package_of(pset, c)}.{RULE}" for c in [self.spec.changed, *others]]
         try:
             rows = self.engine.evaluate_queries(policies, queries, docs)
         except PolicyError as exc:
@@ -241,7 +256,7 @@ class UpdateRuntime(KubernetesRuntime):
         for v, row, base in zip(self.hidden, rows, before, strict=True):
             for cid, after, orig in zip(others, row[1:], base, strict=True):
                 if after.error or flagged_ids(after.value) != orig:
-                    drift.setdefault(cid, []).append(v.name)
+                    drift.setdefault(file_of(pset, cid), []).append(v.name)
         unchanged = not drift
         return evaluation(
             conf,
@@ -261,7 +276,7 @@ class UpdateRuntime(KubernetesRuntime):
     def _original_verdicts(self, others: list[str], docs: list[Any]) -> list[list[set[str]]]:
         """What the unchanged policies flag on each hidden variant (computed once)."""
         if self._before is None:
-            queries = [f"data.{package_of(c)}.{RULE}" for c in others]
+            queries = [f"data.{package_of(self.spec.policy_set, c)}.{RULE}" for c in others]
             rows = self.engine.evaluate_queries(self.original(), queries, docs)
             self._before = [[flagged_ids(r.value) for r in row] for row in rows]
         return self._before

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from itbench.models import Evaluation
 from itbench.tools import Tool
-from itbench_ciso.ansible import PlayOutcome, host_root, inventory, run_playbook
+from itbench_ciso.ansible import PlayOutcome, inventory, run_playbook
 from itbench_ciso.checks import Variant, linux
 from itbench_ciso.engine import PACKAGE, RULE
 from itbench_ciso.families import Runtime, timer
@@ -25,12 +24,13 @@ CONTRACT = (
     "Submit `playbook` (an Ansible playbook, YAML) and `policy` (a Rego v1 module, `package "
     "compliance`, `import rego.v1`). The harness writes an inventory (group `targets`, "
     "connection local) whose hosts carry two variables: `host_root`, the directory that stands "
-    "for the host's `/` (read `{{ host_root }}/etc/...`), and `evidence_file`. The playbook "
-    "must deliver one JSON evidence document per host: either set the host fact `evidence` "
-    "(ansible.builtin.set_fact) or write the JSON to `{{ evidence_file }}`. The policy gets "
-    "that document as `input` and must define the set `violations`: non-empty exactly when the "
-    "host does not meet the requirement. The playbook runs with a time limit, may not use "
-    "become/delegate_to/connection, and may write only inside its own run directory."
+    "for the host's `/` (read `{{ host_root }}/etc/...`; it is read-only), and `evidence_file`. "
+    "The playbook must deliver one JSON evidence document per host: either set the host fact "
+    "`evidence` (ansible.builtin.set_fact) or write the JSON to `{{ evidence_file }}`. The "
+    "policy gets that document as `input` and must define the set `violations`: non-empty "
+    "exactly when the host does not meet the requirement. The playbook runs with a time limit, "
+    "may not use become/delegate_to/connection, and may write only inside its own run "
+    "directory."
 )
 
 
@@ -52,7 +52,11 @@ class LinuxRuntime(Runtime):
         """Build the visible hosts and their inventory in the workspace."""
         plan = self.spec.variants
         self.visible_hosts, self.hidden = linux.variants(
-            self.spec.check, self.ctx.seed, plan.compliant, plan.non_compliant
+            self.spec.check,
+            self.hidden_seed,
+            plan.compliant,
+            plan.non_compliant,
+            visible_seed=self.visible_seed,
         )
         roots = {}
         for v in self.visible_hosts:
@@ -61,20 +65,32 @@ class LinuxRuntime(Runtime):
             roots[v.name] = root
         self.roots = roots
         (self.workspace / "evidence").mkdir(exist_ok=True)
-        host_vars = {name: host_root(root) for name, root in roots.items()}
+        host_vars = {name: {"host_root": str(root)} for name, root in roots.items()}
         (self.workspace / "inventory.yml").write_text(
-            yaml.safe_dump(inventory(host_vars, self.workspace / "evidence"), sort_keys=True),
+            yaml.safe_dump(inventory(host_vars, str(self.workspace / "evidence")), sort_keys=True),
             encoding="utf-8",
         )
 
-    def _run(self, playbook: str, hosts: dict[str, Path], label: str) -> PlayOutcome:
+    def _run(self, playbook: str, hosts: list[Variant], label: str) -> PlayOutcome:
+        """Run ``playbook`` on fresh copies of ``hosts``, shown where the visible hosts are."""
         self.runs += 1
-        run_dir = self.ctx.trial_dir / "playbook-runs" / f"{label}-{self.runs}"
-        host_vars = {name: host_root(root) for name, root in hosts.items()}
-        outcome = run_playbook(playbook, host_vars, run_dir, self.ctx.trial_dir, self.timeout)
-        self.save(
-            f"playbook-runs/{label}-{self.runs}.json", json.dumps(outcome.summary(), indent=1)
+        run = f"{label}-{self.runs}"
+        trees = self.ctx.trial_dir / "playbook-runs" / f"{run}-hosts"
+        shutil.rmtree(trees, ignore_errors=True)
+        roots = {}
+        for v in hosts:
+            roots[v.name] = trees / v.name
+            linux.materialise(v.data, roots[v.name])
+        outcome = run_playbook(
+            playbook,
+            {name: {} for name in roots},
+            self.ctx.trial_dir / "playbook-runs" / run,
+            self.ctx.trial_dir,
+            self.timeout,
+            roots=roots,
+            roots_at=str(self.workspace / "hosts"),
         )
+        self.save(f"playbook-runs/{run}.json", json.dumps(outcome.summary(), indent=1))
         return outcome
 
     def tools(self) -> list[Tool]:
@@ -85,7 +101,7 @@ class LinuxRuntime(Runtime):
 
             Returns the status, each host's evidence and the end of the output.
             """
-            out = self._run(playbook, self.roots, "agent")
+            out = self._run(playbook, self.visible_hosts, "agent")
             self.last_evidence = dict(out.evidence)
             return {
                 "status": out.status,
@@ -103,7 +119,6 @@ class LinuxRuntime(Runtime):
     def context(self) -> dict[str, Any]:
         """Hosts, inventory and the contract."""
         return {
-            "family": "linux",
             "requirement": self.spec.requirement,
             "hosts": {name: str(root) for name, root in self.roots.items()},
             "inventory": str(self.workspace / "inventory.yml"),
@@ -121,13 +136,8 @@ class LinuxRuntime(Runtime):
             return self._nothing(start, "playbook and policy are both required")
         modules = {"policy.rego": policy}
         error = self.compile_policy(modules)
-        hidden_root = self.ctx.trial_dir / "hidden-hosts"
-        shutil.rmtree(hidden_root, ignore_errors=True)
-        roots = {}
-        for v in self.hidden:
-            roots[v.name] = hidden_root / v.name
-            linux.materialise(v.data, roots[v.name])
-        outcome = self._run(playbook, roots, "judge")
+        outcome = self._run(playbook, self.hidden, "judge")
+        roots = [v.name for v in self.hidden]
         collected = sum(h in outcome.evidence for h in roots)
         extra = {
             "evidence_collected": round(collected / len(roots), 4),
