@@ -166,11 +166,13 @@ class Timings(BaseModel):
 
 
 class Usage(BaseModel):
-    """Model usage an agent may report."""
+    """Model usage an agent reports about itself (self-reported, not measured)."""
 
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost_usd: float | None = None
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    input_tokens: int | None = Field(default=None, ge=0, le=10**15)
+    output_tokens: int | None = Field(default=None, ge=0, le=10**15)
+    cost_usd: float | None = Field(default=None, ge=0, le=10**9)
 
 
 class AgentOutput(BaseModel):

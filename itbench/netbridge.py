@@ -26,6 +26,8 @@ from collections.abc import Iterable
 
 _CHUNK = 65536
 _HEADER_MAX = 8
+#: Connections a relay carries at once; more are refused (a flood costs the harness nothing).
+MAX_CONNECTIONS = 64
 
 
 def _pump(src: socket.socket, dst: socket.socket) -> None:
@@ -79,6 +81,9 @@ class Relay:
         self.path = path
         self.ports = frozenset(ports)
         self.refused: list[int | None] = []
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._live: set[socket.socket] = set()
+        self._live_lock = threading.Lock()
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.bind(path)
         os.chmod(path, 0o666)
@@ -93,7 +98,20 @@ class Relay:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+            if not self._slots.acquire(blocking=False):
+                conn.close()
+                continue
+            threading.Thread(target=self._handle_slot, args=(conn,), daemon=True).start()
+
+    def _handle_slot(self, conn: socket.socket) -> None:
+        with self._live_lock:
+            self._live.add(conn)
+        try:
+            self._handle(conn)
+        finally:
+            with self._live_lock:
+                self._live.discard(conn)
+            self._slots.release()
 
     def _handle(self, conn: socket.socket) -> None:
         conn.settimeout(10)
@@ -112,7 +130,13 @@ class Relay:
             return
         conn.settimeout(None)
         upstream.settimeout(None)
-        splice(conn, upstream)
+        with self._live_lock:
+            self._live.add(upstream)
+        try:
+            splice(conn, upstream)
+        finally:
+            with self._live_lock:
+                self._live.discard(upstream)
 
     def stop(self) -> None:
         """Stop accepting and remove the socket. Idempotent."""
@@ -120,6 +144,11 @@ class Relay:
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
+        with self._live_lock:
+            live = list(self._live)
+        for conn in live:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
 

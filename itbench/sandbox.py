@@ -17,7 +17,8 @@ interface only; :mod:`itbench.netbridge` forwards the tool server's port and the
 public endpoints in the task context, nothing else. When the program exits, or is stopped, the
 PID namespace ends and every process in it, daemons included, goes with it, with the
 listeners they opened. Its uid may run :data:`PROCESS_LIMIT` processes and write files of
-:data:`FILE_LIMIT` bytes at most; its ``/tmp`` holds :data:`TMP_SIZE` bytes.
+:data:`FILE_LIMIT` bytes at most; its ``/tmp`` and ``/dev/shm`` hold :data:`TMP_SIZE` bytes each, and the rest of the root is
+read-only.
 
 bubblewrap runs unprivileged, as the agent's uid, so it can bind only paths that uid can reach;
 a workspace under a private directory (``/root/...``, a 0700 temporary directory) is not one.
@@ -71,6 +72,8 @@ PROCESS_LIMIT = 1024
 FILE_LIMIT = 1024 * 1024 * 1024
 #: Size of the agent's private /tmp (memory-backed), in bytes.
 TMP_SIZE = 256 * 1024 * 1024
+#: Size of the other memory-backed directories of the sandbox (its root, /usr/local).
+SMALL_TMPFS = 1024 * 1024
 _WRAPPER = f'#!/bin/sh\nexec /usr/bin/python3 {OPT}/toolclient.py "$@"\n'
 _CLONE_NEWNS = 0x00020000
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
@@ -217,9 +220,11 @@ class Sandbox:
                 "bubblewrap (bwrap) is not installed: install it (Debian: bubblewrap), "
                 "or run with --sandbox none for debugging (results are labelled unsandboxed)"
             )
-        out = [bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
+        out = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent"]
+        out.append("--new-session")
         out += ["--hostname", "sandbox", "--cap-drop", "ALL"]
-        out += ["--ro-bind", "/usr", "/usr", "--tmpfs", "/usr/local"]
+        out += ["--size", str(SMALL_TMPFS), "--tmpfs", "/"]
+        out += ["--ro-bind", "/usr", "/usr", "--size", str(SMALL_TMPFS), "--tmpfs", "/usr/local"]
         for link in ("bin", "lib", "lib64", "sbin"):
             target = Path("/") / link
             if target.is_symlink():
@@ -236,6 +241,7 @@ class Sandbox:
         out += ["--ro-bind-data", str(self._data("group", group)), "/etc/group"]
         out += ["--ro-bind-data", str(self._data("hosts", "127.0.0.1 localhost\n")), "/etc/hosts"]
         out += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_SIZE), "--tmpfs", "/tmp"]
+        out += ["--size", str(TMP_SIZE), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
         out += ["--dir", "/run"]
         client = Path(toolclient.__file__).read_text(encoding="utf-8")
         bridge = Path(netbridge.__file__).read_text(encoding="utf-8")
@@ -249,7 +255,7 @@ class Sandbox:
         if self.agent_dir is not None:
             out += ["--ro-bind", str(self._stage[self.agent_dir]), str(self.agent_dir)]
         out += ["--bind", str(self._stage[self.workspace]), str(self.mount_at)]
-        out += ["--chdir", str(self.mount_at)]
+        out += ["--remount-ro", "/", "--chdir", str(self.mount_at)]
         ports = ",".join(str(p) for p in sorted(set(self.ports)))
         out += ["/usr/bin/python3", "-I", "-S", f"{OPT}/netbridge.py", f"{RUN}/bridge.sock", ports]
         out.append("--")

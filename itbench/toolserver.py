@@ -99,12 +99,33 @@ class _DeadlineReader(io.RawIOBase):
         return self._sock.recv_into(buffer)
 
 
+#: Requests served at once; a client that opens more waits in the listen queue.
+MAX_CONCURRENT = 32
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, owner: ToolServer) -> None:
         self.owner = owner
+        self._slots = threading.BoundedSemaphore(MAX_CONCURRENT)
         super().__init__(("127.0.0.1", 0), _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve in a thread, never more than :data:`MAX_CONCURRENT` at once."""
+        self._slots.acquire()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        """Serve one request and free its slot."""
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Drop the connection quietly: the harness's output is not the client's to fill."""
