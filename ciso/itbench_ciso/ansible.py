@@ -145,7 +145,8 @@ def run_playbook(
         trial_dir: The trial's directory (pid record for recovery).
         timeout: Seconds the playbook may run.
         roots: Host name -> the directory that stands for its ``/`` (shown read-only at
-            ``roots_at/<name>`` and given as the host variable ``host_root``).
+            ``roots_at/<name>`` and given as the host variable ``host_root``): fresh copies
+            made for this run, which it gives to the sandbox's uid.
         roots_at: Where the host trees appear to the playbook.
         ports: TCP ports of 127.0.0.1 the playbook may reach.
     """
@@ -158,12 +159,13 @@ def run_playbook(
     (run_dir / "inventory").mkdir()
     evidence_dir = run_dir / "evidence"
     evidence_dir.mkdir()
-    jail = Jail(run_dir, ports=ports, read_owned=bool(roots))
+    jail = Jail(run_dir, ports=ports)
     host_vars = {}
     for name, variables in hosts.items():
         host_vars[name] = dict(variables)
         if roots and name in roots:
-            host_vars[name]["host_root"] = jail.mount(roots[name], f"{roots_at}/{name}")
+            # Fresh copies for this run: the program reads them as their owner.
+            host_vars[name]["host_root"] = jail.mount(roots[name], f"{roots_at}/{name}", own=True)
     (run_dir / "project" / "playbook.yml").write_text(text, encoding="utf-8")
     (run_dir / "inventory" / "hosts.yml").write_text(
         yaml.safe_dump(

@@ -43,7 +43,11 @@ class CisoDomain(Domain):
             raise InfrastructureError("environment not set up")
         if submission is not None and not isinstance(submission, CisoSubmission):
             submission = CisoSubmission.model_validate(submission.model_dump())
-        result = env.runtime.judge(submission)
+        try:
+            result = env.runtime.judge(submission)
+        finally:
+            # The ground truth reaches the disk only once no program of the agent runs.
+            env.runtime.save_hidden()
         result.metrics["tool_calls"] = len(toolbox.calls)
         return result
 

@@ -2,21 +2,32 @@
 
 A submitted collector or playbook is code of the agent that the harness runs, during the
 agent's turn (through a tool) and when judging. It runs as an unprivileged uid of its own, in
-new user, PID, network, IPC, UTS and cgroup namespaces, on an empty root holding only:
+new user, PID, network, IPC, UTS and cgroup namespaces, with no capability at all (in no user
+namespace: bubblewrap itself runs as that uid, never as root), no way to make further user
+namespaces, and a seccomp filter refusing file handles (``open_by_handle_at`` would open any
+inode of a filesystem the sandbox shows a part of). Its root is empty but for:
 
 - ``/usr`` and the interpreter's own tree read-only, with the harness's virtual environment
   (boto3, Ansible) minus every ``itbench`` package, and a few files of ``/etc``;
 - its run directory, writable, at :data:`RUN` (nothing else is writable but a private
   ``/tmp``);
 - the host trees it must read (Linux family), read-only, at the paths the inventory names;
+  they are fresh copies given to the run's uid, so reading them needs no capability;
 - the port bridge (:mod:`itbench.netbridge`) when it may reach TCP ports of ``127.0.0.1``
   (the cloud family's AWS endpoint): nothing else of the network.
 
 It sees no file of the harness (repository, check library, catalog, run and trial
 directories, ground truth) and no process outside its PID namespace; its environment holds
 only what the caller passes. When it exits or is stopped, the PID namespace ends and every
-process it started goes with it. Every bind is made from a descriptor the harness opened, so
-the unprivileged sandbox needs no access to the host paths themselves.
+process it started goes with it.
+
+An unprivileged bubblewrap can bind only paths its uid can traverse, and the run directory
+lies in the trial directory (mode 0700), the interpreter perhaps under ``/root``. So, when the
+harness runs as root, the child first enters a mount namespace of its own, still as root,
+binds every such directory onto a mount point in a private, traversable directory, and only
+then drops to the run's uid and starts bubblewrap on those mount points (as
+:mod:`itbench.sandbox` does for agents). Those mounts exist in that child's namespace alone and
+end with it. As another user, bubblewrap runs as that user, who owns the directories already.
 
 Where bubblewrap is missing or not permitted, :func:`sandbox_problem` says why and
 :class:`Jail` runs the program unconfined (callers report ``sandboxed: false``).
@@ -25,12 +36,17 @@ Where bubblewrap is missing or not permitted, :func:`sandbox_problem` says why a
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import importlib.metadata
 import importlib.util
 import os
+import platform
+import resource
 import secrets
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -67,6 +83,63 @@ FILE_LIMIT = 64 * 1024 * 1024
 PROCESS_LIMIT = 512
 #: Size of the private /dev/shm (Python multiprocessing, Ansible forks), in bytes.
 SHM_SIZE = 64 * 1024 * 1024
+#: Size of the sandbox's other memory-backed directories (its private /tmp), in bytes.
+TMP_SIZE = 256 * 1024 * 1024
+#: Size of the read-only skeletons holding mount points under /tmp, in bytes.
+SKELETON_SIZE = 1024 * 1024
+#: System calls the seccomp filter refuses (with EPERM), by machine: the audit architecture
+#: and the numbers of ``name_to_handle_at`` and ``open_by_handle_at``.
+HANDLE_SYSCALLS = {
+    "x86_64": (0xC000003E, (303, 304)),
+    "aarch64": (0xC00000B7, (264, 265)),
+}
+_X32_SYSCALL_BIT = 0x40000000
+_CLONE_NEWNS = 0x00020000
+_MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
+
+
+@cache
+def _libc() -> ctypes.CDLL:
+    """The C library with the calls of :meth:`Jail.preexec` resolved.
+
+    Resolved before any fork: the child of a threaded harness must not load libraries.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    for name in ("unshare", "mount"):
+        getattr(libc, name)
+    return libc
+
+
+def seccomp_program(machine: str | None = None) -> bytes | None:
+    """The classic BPF program bubblewrap installs (``--seccomp``), or ``None`` off its machines.
+
+    It refuses with EPERM the file-handle calls of :data:`HANDLE_SYSCALLS`, every call of
+    another architecture (32-bit entry points) and, on x86-64, of the x32 ABI; it allows the
+    rest.
+    """
+    known = HANDLE_SYSCALLS.get(machine or platform.machine())
+    if known is None:
+        return None
+    arch, numbers = known
+    ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, ..JGE, BPF_RET
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
+    # (code, jump if true, jump if false, k); "DENY" is resolved to the last instruction.
+    prog: list[tuple[int, int | str, int | str, int]] = [
+        (ld_abs, 0, 0, 4),  # seccomp_data.arch
+        (jeq, 0, "DENY", arch),
+        (ld_abs, 0, 0, 0),  # seccomp_data.nr
+    ]
+    if arch == HANDLE_SYSCALLS["x86_64"][0]:
+        prog.append((jge, "DENY", 0, _X32_SYSCALL_BIT))
+    prog += [(jeq, "DENY", 0, n) for n in numbers]
+    prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    last = len(prog) - 1
+    out = b""
+    for i, (code, jt, jf, k) in enumerate(prog):
+        t = last - i - 1 if jt == "DENY" else int(jt)
+        f = last - i - 1 if jf == "DENY" else int(jf)
+        out += struct.pack("=HBBI", code, t, f, k)
+    return out
 
 
 @cache
@@ -153,9 +226,6 @@ class Jail:
         run_dir: The run's directory (writable; the program's working directory).
         confine: Whether to confine (``False``: run as the harness, for debugging).
         ports: TCP ports of 127.0.0.1 the program may reach (the port bridge carries them).
-        read_owned: Whether the program may read every file it is shown whatever its mode,
-            as a root audit reads ``/etc/shadow`` with mode 0000 (``CAP_DAC_READ_SEARCH``;
-            in a user namespace, for the harness user's own files).
     """
 
     def __init__(
@@ -164,20 +234,21 @@ class Jail:
         *,
         confine: bool | None = None,
         ports: Sequence[int] = (),
-        read_owned: bool = False,
     ) -> None:
         self.run_dir = run_dir
         self.confined = (sandbox_problem() is None) if confine is None else confine
         self.ports = tuple(sorted(set(ports)))
-        self.read_owned = read_owned
-        # As root, bubblewrap builds the sandbox and the program drops to a uid of its own; as
-        # another user, a user namespace keeps the program at that user's uid.
+        # As root, the child drops to a uid of its own before bubblewrap starts; as another
+        # user, bubblewrap runs as that user, in a user namespace either way.
         self.privileged = os.geteuid() == 0
         self.uid = secrets.SystemRandom().randint(*UID_RANGE) if self.privileged else os.getuid()
         self._mounts: list[tuple[Path, str]] = []
+        self._owned: list[Path] = []
         self._files: dict[str, str] = {}
         self._fds: list[int] = []
         self._private: Path | None = None
+        #: Host directory -> the mount point the child binds it on before dropping to the uid.
+        self._stage: dict[Path, Path] = {}
         self._relay: Any = None
 
     # --- what the program sees ---------------------------------------------------------------
@@ -192,11 +263,20 @@ class Jail:
         rel = path.resolve().relative_to(self.run_dir.resolve())
         return str(Path(self.run) / rel) if str(rel) != "." else self.run
 
-    def mount(self, source: Path, inside: str) -> str:
-        """Show the directory ``source`` read-only at ``inside``; the path the program uses."""
+    def mount(self, source: Path, inside: str, *, own: bool = False) -> str:
+        """Show the directory ``source`` read-only at ``inside``; the path the program uses.
+
+        Args:
+            source: The directory.
+            inside: Where the program sees it.
+            own: Give the tree to the run's uid first (a fresh copy made for this run only),
+                so that the program reads it as its owner, whatever the modes of its files.
+        """
         if not self.confined:
             return str(source.resolve())
         self._mounts.append((source, inside))
+        if own:
+            self._owned.append(source)
         return inside
 
     def helper(self, name: str, content: str) -> str:
@@ -209,7 +289,7 @@ class Jail:
         return f"{OPT}/{name}"
 
     def _own(self, tree: Path) -> None:
-        os.chown(tree, self.uid, self.uid)
+        os.chown(tree, self.uid, self.uid, follow_symlinks=False)
         for entry in tree.rglob("*"):
             with contextlib.suppress(OSError):
                 os.chown(entry, self.uid, self.uid, follow_symlinks=False)
@@ -218,14 +298,16 @@ class Jail:
 
     @contextlib.contextmanager
     def running(self) -> Iterator[Jail]:
-        """Prepare the sandbox (run directory ownership, port bridge) for the runs inside."""
+        """Prepare the sandbox (ownership, mount points, port bridge) for the runs inside."""
         try:
             if self.confined:
                 if self.privileged:
-                    self._own(self.run_dir)
-                    self.run_dir.chmod(0o755)  # bubblewrap enters it before the uid changes
-                self._private = Path(tempfile.mkdtemp(prefix="itbench-jail-"))
+                    for tree in (self.run_dir, *self._owned):
+                        self._own(tree)
+                    self.run_dir.chmod(0o700)
+                self._private = Path(tempfile.mkdtemp(prefix="itbench-jail-", dir="/tmp"))
                 os.chmod(self._private, 0o711)
+                (self._private / "mnt").mkdir(mode=0o711)
                 if self.ports:
                     from itbench import netbridge
 
@@ -241,11 +323,47 @@ class Jail:
         self._fds.append(fd)
         return fd
 
-    def _data(self, name: str, text: str) -> int:
+    def _data(self, name: str, content: str | bytes) -> int:
         assert self._private is not None
         path = self._private / name
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
         return self._fd(path)
+
+    def _staged(self, source: Path) -> str:
+        """The path bubblewrap binds ``source`` from (as root: its private mount point)."""
+        if not self.privileged:
+            return str(source)
+        assert self._private is not None
+        source = source.resolve()
+        if source not in self._stage:
+            point = self._private / "mnt" / str(len(self._stage))
+            point.mkdir(mode=0o700)
+            os.chown(point, self.uid, self.uid)
+            self._stage[source] = point
+        return str(self._stage[source])
+
+    def preexec(self) -> None:
+        """In the child, before bubblewrap: stage the binds as root, limit, become the uid.
+
+        Runs between fork and exec (system calls only): as root, a private mount namespace,
+        every staged directory bound onto its mount point, then no groups and the run's uid
+        and gid; in every case the file size and process limits.
+        """
+        if self.privileged:
+            libc = _libc()
+            if libc.unshare(_CLONE_NEWNS) != 0:
+                raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
+            if libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+                raise OSError(ctypes.get_errno(), "cannot make / private")
+            for src, point in self._stage.items():
+                if libc.mount(str(src).encode(), str(point).encode(), None, _MS_BIND, None) != 0:
+                    raise OSError(ctypes.get_errno(), f"cannot bind {src}")
+        resource.setrlimit(resource.RLIMIT_NPROC, (PROCESS_LIMIT, PROCESS_LIMIT))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+        if self.privileged:
+            os.setgroups([])
+            os.setresgid(self.uid, self.uid, self.uid)
+            os.setresuid(self.uid, self.uid, self.uid)
 
     def argv(self, command: Sequence[str]) -> list[str]:
         """The command line that runs ``command`` confined (unchanged when not confined)."""
@@ -254,27 +372,27 @@ class Jail:
         if self._private is None:
             raise RuntimeError("Jail.argv outside Jail.running()")
         bwrap = shutil.which("bwrap") or "bwrap"
-        tree = os.O_PATH | os.O_DIRECTORY
-        out: list[str] = []
-        prlimit = shutil.which("prlimit")
-        if prlimit is not None:  # files it writes (output included) and processes it forks
-            out += [prlimit, f"--fsize={FILE_LIMIT}", f"--nproc={PROCESS_LIMIT}", "--"]
-        out += [bwrap, "--die-with-parent", "--new-session", "--hostname", "runner"]
-        keep = ["CAP_DAC_READ_SEARCH"] if self.read_owned else []
-        if self.privileged:
-            out += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
-            out += ["--unshare-cgroup-try", "--cap-drop", "ALL"]
-            for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", *keep):
-                out += ["--cap-add", cap]
-        else:
-            out += ["--unshare-all", "--cap-drop", "ALL"]
-            for cap in keep:
-                out += ["--cap-add", cap]
+        out = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent"]
+        out += ["--new-session", "--hostname", "runner", "--cap-drop", "ALL"]
+        program = seccomp_program()
+        if program is not None:
+            out += ["--seccomp", str(self._data("seccomp.bpf", program))]
+        # The private /tmp first: a tree under the harness's /tmp (a virtual environment)
+        # is bound into it, not hidden by it.
+        out += ["--proc", "/proc", "--dev", "/dev"]
+        out += ["--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp"]
+        out += ["--perms", "1777", "--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
         trees = _python_trees()
-        # Mount points' parents, traversable by the run's uid (bubblewrap makes them 0700).
         dests = [str(t) for t in trees] + [inside for _, inside in self._mounts]
         dests += [RUN, BRIDGE, *self._files, f"{OPT}/netbridge.py", "/etc/passwd"]
-        made: set[str] = {"/"}
+        # Mount points under /tmp (a virtual environment, the hosts at the workspace's path)
+        # get a skeleton of their own, read-only once built, like the root's.
+        under_tmp = [Path(d).parts for d in dests if Path(d).is_relative_to("/tmp")]
+        skeletons = sorted({str(Path(*parts[:3])) for parts in under_tmp if len(parts) > 3})
+        for top in skeletons:
+            out += ["--perms", "0755", "--size", str(SKELETON_SIZE), "--tmpfs", top]
+        # Mount points' parents, traversable by the run's uid.
+        made: set[str] = {"/", "/tmp", "/dev", "/proc", *skeletons}
         for dest in dests:
             for parent in reversed(Path(dest).parents):
                 if str(parent) not in made:
@@ -293,32 +411,27 @@ class Jail:
             if (Path("/etc") / name).exists():
                 out += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
         passwd = f"root:x:0:0::/:/usr/sbin/nologin\nrunner:x:{self.uid}:{self.uid}::{RUN}:/bin/sh\n"
-        out += [
-            "--perms",
-            "0444",
-            "--ro-bind-data",
-            str(self._data("passwd", passwd)),
-            "/etc/passwd",
-        ]
         group = f"root:x:0:\nrunner:x:{self.uid}:\n"
-        out += ["--perms", "0444", "--ro-bind-data", str(self._data("group", group)), "/etc/group"]
-        out += [
-            "--perms",
-            "0444",
-            "--ro-bind-data",
-            str(self._data("hosts", "127.0.0.1 localhost\n")),
-            "/etc/hosts",
-        ]
+        for name, text in (
+            ("passwd", passwd),
+            ("group", group),
+            ("hosts", "127.0.0.1 localhost\n"),
+        ):
+            out += [
+                "--perms",
+                "0444",
+                "--ro-bind-data",
+                str(self._data(name, text)),
+                f"/etc/{name}",
+            ]
         for t in trees:
-            out += ["--ro-bind-fd", str(self._fd(t, tree)), str(t)]
+            out += ["--ro-bind", self._staged(t), str(t)]
         for hidden in _hidden_packages():  # a non-editable install lives in site-packages
             if any(hidden.is_relative_to(t) for t in trees):
                 if hidden.is_dir():
                     out += ["--tmpfs", str(hidden)]
                 else:
                     out += ["--ro-bind", "/dev/null", str(hidden)]
-        out += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
-        out += ["--perms", "1777", "--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
         for i, (dest, content) in enumerate(sorted(self._files.items())):
             out += [
                 "--perms",
@@ -328,8 +441,8 @@ class Jail:
                 dest,
             ]
         for source, inside in self._mounts:
-            out += ["--ro-bind-fd", str(self._fd(source, tree)), inside]
-        out += ["--bind-fd", str(self._fd(self.run_dir, tree)), RUN, "--chdir", RUN]
+            out += ["--ro-bind", self._staged(source), inside]
+        out += ["--bind", self._staged(self.run_dir), RUN]
         bridge: list[str] = []
         if self._relay is not None:
             from itbench import netbridge
@@ -342,21 +455,14 @@ class Jail:
                 str(self._data("netbridge.py", code)),
                 f"{OPT}/netbridge.py",
             ]
-            out += ["--bind-fd", str(self._fd(self._private / "bridge", tree)), BRIDGE]
+            out += ["--bind", self._staged(self._private / "bridge"), BRIDGE]
             ports = ",".join(str(p) for p in self.ports)
             bridge = [sys.executable, "-I", f"{OPT}/netbridge.py", f"{BRIDGE}/bridge.sock", ports]
             bridge += ["--"]
-        out += ["--", *(self._drop() if self.privileged else [])]
+        for top in skeletons:
+            out += ["--remount-ro", top]
+        out += ["--remount-ro", "/", "--chdir", RUN, "--"]
         return out + bridge + list(command)
-
-    def _drop(self) -> list[str]:
-        """The command that makes the program the run's unprivileged uid (privileged mode)."""
-        caps = "-all,+dac_read_search" if self.read_owned else "-all"
-        out = [shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={self.uid}"]
-        out += [f"--regid={self.uid}", "--clear-groups", f"--inh-caps={caps}"]
-        if self.read_owned:
-            out += ["--ambient-caps=+dac_read_search"]
-        return [*out, f"--bounding-set={caps}", "--no-new-privs", "--"]
 
     def popen(
         self,
@@ -378,7 +484,10 @@ class Jail:
             "USER": "runner",
             "LOGNAME": "runner",
         }
-        kwargs: dict[str, Any] = {"pass_fds": tuple(self._fds)} if self.confined else {}
+        kwargs: dict[str, Any] = {}
+        if self.confined:
+            _libc()
+            kwargs = {"pass_fds": tuple(self._fds), "preexec_fn": self.preexec}
         return subprocess.Popen(  # noqa: S603 - the agent's program, confined
             argv,
             cwd="/" if self.confined else self.run_dir,
@@ -414,6 +523,7 @@ class Jail:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._fds.clear()
+        self._stage.clear()
         if self._private is not None:
             shutil.rmtree(self._private, ignore_errors=True)
             self._private = None

@@ -133,7 +133,11 @@ class Runtime(ABC):
         )
 
     def save_hidden(self) -> None:
-        """Record the hidden variants' ground truth in the trial's artifacts."""
+        """Record the hidden variants' ground truth in the trial's artifacts.
+
+        Called after judging (every run of the agent's programs is over by then): until then
+        the ground truth is in memory only.
+        """
         self.save(
             "hidden-variants.json",
             json.dumps(

@@ -162,7 +162,6 @@ class CloudRuntime(Runtime):
     def judge(self, submission: CisoSubmission | None) -> Evaluation:
         """Reset the endpoint, create the hidden accounts, collect from each and judge."""
         start = timer()
-        self.save_hidden()
         script = submission.collector if submission else None
         playbook = submission.playbook if submission else None
         policy = submission.policy if submission else None

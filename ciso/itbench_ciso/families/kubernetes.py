@@ -141,7 +141,6 @@ class KubernetesRuntime(Runtime):
     def judge(self, submission: CisoSubmission | None) -> Evaluation:
         """Evaluate the policy on every hidden snapshot; pass when every set matches."""
         start = timer()
-        self.save_hidden()
         policy = submission.policy if submission else None
         if not policy:
             return self._nothing(start, "no policy submitted")
@@ -230,7 +229,6 @@ class UpdateRuntime(KubernetesRuntime):
     def judge(self, submission: CisoSubmission | None) -> Evaluation:
         """Judge the changed policy on hidden variants and compare the others to the originals."""
         start = timer()
-        self.save_hidden()
         assert self.spec.changed is not None
         policies = dict(submission.policies) if submission else {}
         if not policies:

@@ -129,7 +129,6 @@ class LinuxRuntime(Runtime):
     def judge(self, submission: CisoSubmission | None) -> Evaluation:
         """Run the playbook on freshly built hidden hosts, then the policy on each evidence."""
         start = timer()
-        self.save_hidden()
         playbook = submission.playbook if submission else None
         policy = submission.policy if submission else None
         if not playbook or not policy:
