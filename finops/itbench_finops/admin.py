@@ -12,6 +12,8 @@ import hmac
 
 #: Environment variable that hands the endpoint its key.
 KEY_VARIABLE = "ENDPOINT_KEY"
+#: Environment variable that hands the endpoint the member account ids (comma-separated).
+ACCOUNTS_VARIABLE = "ENDPOINT_ACCOUNTS"
 #: Request header that carries the admin token.
 ADMIN_HEADER = "X-Endpoint-Admin"
 #: Path of the identity challenge (``?nonce=...``), behind the admin token like ``/moto-api/``.

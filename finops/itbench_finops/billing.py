@@ -9,15 +9,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from itbench_finops.prices import PriceTable
 from itbench_finops.spec import Bucket, Database, FinOpsSpec, Instance, Resource, Snapshot, Volume
-from itbench_finops.state import Item
+from itbench_finops.state import NETWORK_KINDS, Item
 
 #: FOCUS 1.0 columns of the export, in order.
 FOCUS_COLUMNS = (
@@ -78,37 +78,110 @@ _CATEGORY = {
 }
 
 
-def monthly_cost(item: Item, prices: PriceTable, spec: FinOpsSpec | None = None) -> float:
-    """Monthly on-demand cost of one resource in its current state."""
+#: Kinds the state reader finds but the price table cannot price (none is ever seeded).
+UNPRICED_KINDS = frozenset(kind for kind, *_ in NETWORK_KINDS)
+#: Largest size or rate the cost model takes at face value (far beyond any AWS limit).
+_MAX_QUANTITY = 1e12
+
+
+def quantity(value: Any) -> float | None:
+    """``value`` as a size, rate or count the cost model can use, or None.
+
+    None for what no real resource has (negative, not a number, beyond any AWS limit), which
+    agent-made state can hold all the same: moto stores the sizes and types it is sent.
+    """
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if not math.isfinite(number) or number < 0 or number > _MAX_QUANTITY:
+        return None
+    return number
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The monthly cost of one resource, and why the price table could not price it.
+
+    When ``unpriced`` is set, ``monthly`` is a stand-in: the dearest entry of the table for a
+    type it lacks, nothing for a quantity no real resource has (the scorer never counts such a
+    resource below what it cost at the start, and counts it as harm).
+    """
+
+    monthly: float
+    unpriced: str | None = None
+
+
+def item_cost(item: Item, prices: PriceTable, spec: FinOpsSpec | None = None) -> Cost:
+    """Monthly on-demand cost of one resource in its current state; never raises."""
     a = item.attrs
     h = prices.hours_per_month
+    problems: list[str] = []
+
+    def amount(key: str, what: str) -> float:
+        q = quantity(a.get(key, 0))
+        if q is None:
+            problems.append(f"has {what} {str(a.get(key))[:40]}, which no real resource has")
+            return 0.0
+        return q
+
+    def sized(table: str, name: str, what: str) -> float:
+        found = prices.find_sized(table, name)
+        if found is None:
+            problems.append(
+                f"has {what} {str(name)[:40]!r}, which the price table lacks (priced as its dearest)"
+            )
+            return prices.dearest_sized(table).hourly
+        return found.hourly
+
+    def rate(table: str, name: str, what: str) -> float:
+        found = prices.find_rate(table, name)
+        if found is None:
+            problems.append(
+                f"has {what} {str(name)[:40]!r}, which the price table lacks (priced as its dearest)"
+            )
+            return prices.dearest_rate(table)
+        return found
+
+    monthly = 0.0
     if item.kind == "instance":
-        return (
-            prices.instance(a["type"]).hourly * h if a["state"] in ("running", "pending") else 0.0
-        )
-    if item.kind == "volume":
-        return prices.volume_month(a["volume_type"], a["size"], a.get("iops", 0))
-    if item.kind == "snapshot":
-        return prices.snapshot_month(a["size"])
-    if item.kind == "address":
-        return prices.public_ip_hour * h
-    if item.kind == "load_balancer":
-        return prices.load_balancer_hour(a["lb_type"]) * h
-    if item.kind == "database":
-        storage = prices.rds_storage_month * float(a["storage"])
-        if a["state"] in ("stopped", "stopping", "deleting"):
-            return storage
-        return prices.database(a["class"]).hourly * h + storage
-    if item.kind == "bucket" and spec is not None:
+        hourly = sized("ec2", a.get("type", ""), "instance type")
+        monthly = hourly * h if a.get("state") in ("running", "pending") else 0.0
+    elif item.kind == "volume":
+        vtype = a.get("volume_type", "")
+        per_gb = rate("ebs_gb_month", vtype, "volume type")
+        size = amount("size", "size (GB)")
+        iops = amount("iops", "IOPS")
+        provisioned = vtype in ("io1", "io2") or prices.find_rate("ebs_gb_month", vtype) is None
+        extra = iops * float(prices.raw["ebs_iops_month"]) if provisioned else 0.0
+        monthly = per_gb * size + extra
+    elif item.kind == "snapshot":
+        monthly = prices.snapshot_month(amount("size", "size (GB)"))
+    elif item.kind == "address":
+        monthly = prices.public_ip_hour * h
+    elif item.kind == "load_balancer":
+        monthly = rate("load_balancer_hour", a.get("lb_type", ""), "load balancer type") * h
+    elif item.kind == "database":
+        hourly = sized("rds", a.get("class", ""), "database class")
+        monthly = prices.rds_storage_month * amount("storage", "storage (GB)")
+        if a.get("state") not in ("stopped", "stopping", "deleting"):
+            monthly += hourly * h
+    elif item.kind in UNPRICED_KINDS:
+        problems.append(f"is a {item.kind.replace('_', ' ')}, which the price table does not price")
+    elif item.kind == "db_cluster" and a.get("engine_mode") == "serverless":
+        problems.append("is a serverless database cluster, which the price table does not price")
+    elif item.kind == "bucket" and spec is not None:
         for r in spec.resources:
             if isinstance(r, Bucket) and r.name == item.id:
-                return r.size_gb * prices.s3_month + r.egress_gb_day * 30 * prices.transfer_gb
-    return 0.0
+                monthly = r.size_gb * prices.s3_month + r.egress_gb_day * 30 * prices.transfer_gb
+    return Cost(monthly, "; ".join(problems) or None)
 
 
-def total_monthly_cost(items: Iterable[Item], prices: PriceTable, spec: FinOpsSpec | None) -> float:
-    """Monthly cost of a whole state."""
-    return sum(monthly_cost(i, prices, spec) for i in items)
+def monthly_cost(item: Item, prices: PriceTable, spec: FinOpsSpec | None = None) -> float:
+    """Monthly on-demand cost of one resource in its current state (see :func:`item_cost`)."""
+    return item_cost(item, prices, spec).monthly
 
 
 @dataclass

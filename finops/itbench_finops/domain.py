@@ -57,9 +57,12 @@ class FinOpsDomain(Domain):
     ) -> Evaluation:
         """Score from the account's final state, the report and the tool journal.
 
+        A final state that a live, authentic endpoint cannot show (read twice) is one the
+        agent made: the trial fails with the reason as harm.
+
         Raises:
-            IntegrityError: the endpoint died, stopped or was replaced, or the final state
-                could not be read: what decides the score is lost, so the trial is invalid.
+            IntegrityError: the endpoint died, stopped or was replaced: what decides the score
+                is lost, so the trial is invalid.
         """
         from itbench_finops.environment import FinOpsEnvironment
         from itbench_finops.scoring import Trial, evaluate, start_of
@@ -72,14 +75,21 @@ class FinOpsDomain(Domain):
         problems = env.harness_problems()
         if problems:
             raise IntegrityError("; ".join(problems))
-        try:
-            final = env.read_state()
-        except Exception as exc:
-            problems = env.harness_problems()
-            raise IntegrityError(
-                "the account's final state could not be read"
-                + (f": {'; '.join(problems)}" if problems else f": {type(exc).__name__}: {exc}")
-            ) from exc
+        final = None
+        failure = ""
+        for _ in range(2):
+            try:
+                final = env.read_state()
+                break
+            except Exception as exc:
+                problems = env.harness_problems()
+                if problems:
+                    raise IntegrityError(
+                        f"the account's final state could not be read: {'; '.join(problems)}"
+                    ) from exc
+                failure = f"{type(exc).__name__}: {str(exc)[:500]}"
+        if final is None:
+            return unreadable(submission, failure, toolbox)
         trial = Trial(
             spec=spec,
             prices=env.prices,
@@ -132,3 +142,20 @@ class FinOpsDomain(Domain):
     def recover(self, trial_dir: Path) -> None:
         """Stop an endpoint a killed harness left behind."""
         stop_recorded(trial_dir)
+
+
+def unreadable(submission: FinOpsSubmission | None, failure: str, toolbox: Toolbox) -> Evaluation:
+    """The evaluation of a trial whose final state the endpoint could not show."""
+    harm = f"the account's final state could not be read: {failure}"
+    return Evaluation(
+        passed=False,
+        metrics={
+            "state_readable": False,
+            "submitted": submission is not None,
+            "harm_count": 1,
+            "harm_free": False,
+            "tool_calls": len(toolbox.calls),
+            "action_calls": len([c for c in toolbox.action_calls if c.ok]),
+        },
+        details={"harm": [harm]},
+    )

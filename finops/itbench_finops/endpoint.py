@@ -8,21 +8,33 @@ moto's own admin API (``/moto-api/``: reset, state dump, preloaded results) is f
 only: it answers just requests carrying the token derived from the key the harness handed the
 endpoint (:mod:`itbench_finops.admin`), so an agent on the same port cannot wipe the account
 or rewrite what Cost Explorer returns.
+
+The endpoint is the task's accounts in one region, and nothing else (:func:`guard_requests`):
+moto would serve any region, any account (through its account header or credentials of a
+role assumed in another account) and every service it emulates, and the judge reads only the
+task's accounts in the task's region. Requests elsewhere are refused with an AWS-style error,
+as are requests that would start more instances at once than an account's quota allows.
 """
 
 from __future__ import annotations
 
 import hmac
+import json
 import os
 import sys
 import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any
+from xml.sax.saxutils import escape
+
+#: moto's default account: the management account of every environment.
+DEFAULT_ACCOUNT = "123456789012"
 
 #: One cheap read-only call per service the environments use.
 WARMUP: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("ec2", "describe_instances", {}),
     ("elbv2", "describe_load_balancers", {}),
+    ("elb", "describe_load_balancers", {}),
     ("rds", "describe_db_instances", {}),
     ("s3", "list_buckets", {}),
     ("autoscaling", "describe_auto_scaling_groups", {}),
@@ -106,19 +118,120 @@ def _plain(start_response: Any, status: str, body: bytes) -> Iterable[bytes]:
     return [body]
 
 
-def guard_admin_api(key: bytes) -> None:
-    """Let only holders of the admin token of ``key`` reach moto's admin API.
+#: The region the endpoint serves.
+REGION = "us-east-1"
+#: moto backends the endpoint serves: the tasks' services and the ones agents look around with.
+SERVICES = frozenset(
+    {
+        "autoscaling",
+        "budgets",
+        "ce",
+        "cloudtrail",
+        "cloudwatch",
+        "ec2",
+        "elb",
+        "elbv2",
+        "iam",
+        "logs",
+        "organizations",
+        "rds",
+        "resourcegroupstaggingapi",
+        "s3",
+        "sts",
+    }
+)
+#: Most instances one request may start or size a group to (an account's instance quota).
+MAX_INSTANCES_PER_REQUEST = 100
+#: Parameters that count instances, by action.
+_COUNTED = {
+    "RunInstances": ("MinCount", "MaxCount"),
+    "CreateAutoScalingGroup": ("MinSize", "DesiredCapacity"),
+    "UpdateAutoScalingGroup": ("MinSize", "DesiredCapacity"),
+    "SetDesiredCapacity": ("DesiredCapacity",),
+}
+#: moto's request header that picks the account (for the harness only).
+ACCOUNT_HEADER = "x-moto-account-id"
 
-    Also answers the harness's identity challenge at
-    :data:`~itbench_finops.admin.IDENTITY_PATH`. Routing is decided the way moto decides it
-    (whatever reaches moto's admin application is guarded), not by a path prefix of our own.
+
+def error_body(json_protocol: bool, code: str, message: str) -> str:
+    """An AWS error document: JSON for the JSON protocols, the query protocols' XML otherwise."""
+    if json_protocol:
+        return json.dumps({"__type": code, "message": message})
+    return (
+        "<ErrorResponse><Errors><Error><Type>Sender</Type>"
+        f"<Code>{escape(code)}</Code><Message>{escape(message)}</Message>"
+        "</Error></Errors><RequestId>refused</RequestId></ErrorResponse>"
+    )
+
+
+def refusal(handler: Any, accounts: frozenset[str]) -> tuple[int, str, str] | None:
+    """Why the endpoint refuses the request a moto handler has set up, or None.
+
+    Args:
+        handler: moto's response handler, after its ``setup_class`` (region, account known).
+        accounts: The account ids the endpoint serves.
+
+    Returns:
+        The HTTP status, error code and message of the refusal.
     """
+    if handler.region != REGION:
+        return (
+            400,
+            "UnsupportedRegion",
+            f"this account is served in {REGION} only, not in {str(handler.region)[:40]!r}",
+        )
+    if handler.current_account not in accounts:
+        return (
+            403,
+            "AccessDenied",
+            "these credentials belong to an account outside this environment: use the "
+            "accounts of the task context",
+        )
+    try:
+        action = str(handler._get_action() or "")
+        counts = [handler._get_int_param(p) for p in _COUNTED.get(action, ())]
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return None  # moto answers malformed parameters itself
+    too_many = [c for c in counts if isinstance(c, int) and c > MAX_INSTANCES_PER_REQUEST]
+    if too_many:
+        return (
+            400,
+            "InstanceLimitExceeded",
+            f"{action} asks for {max(too_many)} instances; the account's quota allows "
+            f"{MAX_INSTANCES_PER_REQUEST} per request",
+        )
+    return None
+
+
+def guard_requests(key: bytes, accounts: Iterable[str]) -> None:
+    """Serve only the harness's admin API, and the task's accounts, region and services.
+
+    The admin API (``/moto-api/``) and the harness's identity challenge at
+    :data:`~itbench_finops.admin.IDENTITY_PATH` answer only the admin token of ``key``.
+    Routing is decided the way moto decides it: whatever reaches moto's admin application is
+    guarded, and a service moto would route to outside :data:`SERVICES` is refused. moto's
+    account header is the harness's alone (it seeds member accounts through it).
+
+    Region and account are checked where moto authorizes each action, after moto itself has
+    resolved them (from the host, the user agent or the signature's scope; from the access
+    key, which may be a role's assumed in another account), so no spelling of a request gets
+    around the check. Requests carrying the admin token pass.
+
+    Args:
+        key: The endpoint's key.
+        accounts: The account ids the endpoint serves.
+    """
+    from moto.core.responses import BaseResponse
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+    from moto.s3.exceptions import S3ClientError
+    from werkzeug.exceptions import HTTPException
 
     from itbench_finops.admin import ADMIN_HEADER, IDENTITY_PATH, admin_token, identity_answer
 
     token = admin_token(key)
+    served = frozenset(accounts)
     environ_key = "HTTP_" + ADMIN_HEADER.upper().replace("-", "_")
+    account_key = "HTTP_" + ACCOUNT_HEADER.upper().replace("-", "_")
 
     def guarded(
         self: DomainDispatcherApplication,
@@ -126,9 +239,30 @@ def guard_admin_api(key: bytes) -> None:
         start_response: Callable[..., Any],
     ) -> Iterable[bytes]:
         app = self.get_application(environ)
+        admin = hmac.compare_digest(str(environ.get(environ_key, "")), token)
         if app is not self.app_instances.get("moto_api"):
-            return app(environ, start_response)
-        if not hmac.compare_digest(str(environ.get(environ_key, "")), token):
+            if admin:
+                return app(environ, start_response)
+            backend = next((k for k, v in self.app_instances.items() if v is app), None)
+            if account_key in environ:
+                why = (
+                    "403 Forbidden",
+                    "AccessDenied",
+                    f"the {ACCOUNT_HEADER} header is not accepted: use the credentials of the "
+                    "task context's accounts",
+                )
+            elif backend not in SERVICES:
+                why = (
+                    "400 Bad Request",
+                    "UnsupportedService",
+                    f"this environment does not offer the {backend} service",
+                )
+            else:
+                return app(environ, start_response)
+            body = error_body("HTTP_X_AMZ_TARGET" in environ, why[1], why[2]).encode()
+            start_response(why[0], [("Content-Length", str(len(body)))])
+            return [body]
+        if not admin:
             return _plain(start_response, "403 Forbidden", b"forbidden")
         if environ.get("PATH_INFO") == IDENTITY_PATH:
             query = urllib.parse.parse_qs(str(environ.get("QUERY_STRING", "")))
@@ -138,6 +272,40 @@ def guard_admin_api(key: bytes) -> None:
 
     DomainDispatcherApplication.__call__ = guarded  # type: ignore[method-assign]
 
+    class Refused(HTTPException):
+        """A refusal, as moto's authorization step returns it (the body is the document)."""
+
+        def __init__(self, status: int, body: str) -> None:
+            super().__init__(description=body)
+            self.code = status
+
+    def harness(handler: Any) -> bool:
+        return hmac.compare_digest(str(handler.headers.get(ADMIN_HEADER, "")), token)
+
+    normal = BaseResponse._authenticate_and_authorize_normal_action
+    s3 = BaseResponse._authenticate_and_authorize_s3_action
+
+    def checked_normal(handler: Any, resource: str = "*") -> None:
+        why = None if harness(handler) else refusal(handler, served)
+        if why is not None:
+            status, code, message = why
+            json_protocol = bool(handler.headers.get("X-Amz-Target")) or "json" in str(
+                handler.headers.get("Content-Type", "")
+            )
+            raise Refused(status, error_body(json_protocol, code, message))
+        normal(handler, resource)
+
+    def checked_s3(
+        handler: Any, bucket_name: str | None = None, key_name: str | None = None
+    ) -> None:
+        why = None if harness(handler) else refusal(handler, served)
+        if why is not None:
+            raise S3ClientError(why[1], why[2])
+        s3(handler, bucket_name=bucket_name, key_name=key_name)
+
+    BaseResponse._authenticate_and_authorize_normal_action = checked_normal  # type: ignore[method-assign,assignment]
+    BaseResponse._authenticate_and_authorize_s3_action = checked_s3  # type: ignore[method-assign,assignment]
+
 
 def main(argv: list[str] | None = None) -> None:
     """Warm up, then run ``moto.server`` with ``argv``.
@@ -145,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
     Raises:
         SystemExit: the harness handed over no key (the admin API would be open).
     """
-    from itbench_finops.admin import KEY_VARIABLE
+    from itbench_finops.admin import ACCOUNTS_VARIABLE, KEY_VARIABLE
 
     key_hex = os.environ.pop(KEY_VARIABLE, "")
     if not key_hex:
@@ -161,8 +329,9 @@ def main(argv: list[str] | None = None) -> None:
     from itbench_finops.budget_api import install
 
     install()
-    guard_admin_api(bytes.fromhex(key_hex))
     warm_up()
+    accounts = [a for a in os.environ.pop(ACCOUNTS_VARIABLE, "").split(",") if a]
+    guard_requests(bytes.fromhex(key_hex), [DEFAULT_ACCOUNT, *accounts])
     moto.server.main(argv if argv is not None else sys.argv[1:])
 
 

@@ -12,12 +12,18 @@ from typing import Any
 from itbench.domain import Environment, InfrastructureError, TrialContext
 from itbench.tools import Tool
 from itbench_finops.aws import Clients
-from itbench_finops.billing import bill_items, cost_explorer_result, focus_rows, to_csv
+from itbench_finops.billing import (
+    bill_items,
+    cost_explorer_result,
+    focus_rows,
+    item_cost,
+    to_csv,
+)
 from itbench_finops.prices import PriceTable, load_prices
 from itbench_finops.seed import Seeded, Seeder
 from itbench_finops.server import ACCESS_KEY, MANAGEMENT_ACCOUNT, REGION, SECRET_KEY, MotoServer
 from itbench_finops.spec import FinOpsSpec
-from itbench_finops.state import Item, read_state
+from itbench_finops.state import EXCESS, Item, read_state
 
 #: How many Cost Explorer requests with distinct parameters get the preloaded result.
 CE_PRELOADS = 20
@@ -35,8 +41,13 @@ class FinOpsEnvironment(Environment):
         self.spec = spec
         self.ctx = ctx
         self.prices: PriceTable = load_prices()
-        self.server = MotoServer(ctx.port(0), ctx.trial_dir)
-        self.clients = Clients(self.server.url)
+        self.server = MotoServer(ctx.port(0), ctx.trial_dir, [a.id for a in spec.accounts])
+        self.clients = Clients(self.server.url, harness_headers=self.server.admin_headers)
+        # The judge reads every account through the harness's account header: an agent that
+        # deletes or rotates a member account's keys cannot make it read another account.
+        self.reader = Clients(
+            self.server.url, harness_headers=self.server.admin_headers, by_header=True
+        )
         self.seeded = Seeded()
         self.initial: dict[str, Item] = {}
         self.rows: list[dict[str, Any]] = []
@@ -55,10 +66,12 @@ class FinOpsEnvironment(Environment):
         # Build the clients while the server boots: both take a noticeable part of a second.
         for service in ("ec2", "iam", "elbv2", "rds", "s3", "cloudwatch", "autoscaling", "budgets"):
             self.clients.client(service)
+            self.reader.client(service)
         self.server.wait()
         try:
             self.seeded = Seeder(self.spec, self.clients, self.ctx.seed).run()
             self.initial = self.read_state()
+            self._check_initial()
             self._billing()
         except InfrastructureError:
             raise
@@ -67,6 +80,25 @@ class FinOpsEnvironment(Environment):
                 f"seeding the account failed: {type(exc).__name__}: {exc}; "
                 f"endpoint log: {self.server.process.log_tail()}"
             ) from exc
+
+    def _check_initial(self) -> None:
+        """Every seeded resource is read and priced, or the scenario cannot be scored.
+
+        Raises:
+            InfrastructureError: the seeded account exceeds the reader's bound or holds a
+                resource the price table cannot price.
+        """
+        wrong = [
+            f"{i.kind} {i.id}: {why}"
+            for i in self.initial.values()
+            for why in [
+                "more than the reader reads" if i.kind == EXCESS else None,
+                item_cost(i, self.prices, self.spec).unpriced,
+            ]
+            if why
+        ]
+        if wrong:
+            raise InfrastructureError(f"the seeded account cannot be scored: {'; '.join(wrong)}")
 
     def _billing(self) -> None:
         end = self.seeded.now.date()
@@ -103,7 +135,7 @@ class FinOpsEnvironment(Environment):
 
     def read_state(self) -> dict[str, Item]:
         """The account's current resources, by id."""
-        return read_state(self.clients, [a.id for a in self.spec.accounts])
+        return read_state(self.reader, [a.id for a in self.spec.accounts])
 
     def tools(self) -> list[Tool]:
         """The agent's tools."""

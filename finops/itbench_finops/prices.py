@@ -42,6 +42,27 @@ class PriceTable:
             raise KeyError(f"no {table} price for {name!r}") from None
         return SizedPrice(float(hourly), int(vcpu), float(mem))
 
+    def find_sized(self, table: str, name: str) -> SizedPrice | None:
+        """Price and size of ``name`` in ``ec2`` or ``rds``, or None when the table lacks it."""
+        entry = self.raw[table].get(name) if isinstance(name, str) else None
+        return self._sized(table, name) if entry is not None else None
+
+    def dearest_sized(self, table: str) -> SizedPrice:
+        """The price of a type or class ``table`` lacks: its dearest, with no capacity.
+
+        Nothing can be saved by moving to an unlisted type, and no need is met by one.
+        """
+        return SizedPrice(max(float(v[0]) for v in self.raw[table].values()), 0, 0.0)
+
+    def find_rate(self, table: str, name: str) -> float | None:
+        """A flat rate of ``name`` in ``ebs_gb_month`` or ``load_balancer_hour``, or None."""
+        entry = self.raw[table].get(name) if isinstance(name, str) else None
+        return float(entry) if entry is not None else None
+
+    def dearest_rate(self, table: str) -> float:
+        """The rate of a volume or load balancer type ``table`` lacks: its dearest."""
+        return max(float(v) for v in self.raw[table].values())
+
     def instance(self, instance_type: str) -> SizedPrice:
         """Price and size of an EC2 instance type."""
         return self._sized("ec2", instance_type)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from itbench.models import Evaluation
-from itbench_finops.billing import total_monthly_cost
+from itbench_finops.billing import item_cost, monthly_cost, quantity
 from itbench_finops.optimum import (
     best_commitment,
     commitment_savings,
@@ -19,7 +19,7 @@ from itbench_finops.optimum import (
 from itbench_finops.prices import PriceTable
 from itbench_finops.server import MANAGEMENT_ACCOUNT
 from itbench_finops.spec import AutoScalingGroup, Database, FinOpsSpec, FinOpsSubmission, Instance
-from itbench_finops.state import Item
+from itbench_finops.state import EXCESS, Item
 
 #: Tag that names a resource's owner in the cost-allocation family.
 OWNER_TAG = "team"
@@ -45,6 +45,8 @@ TYPE_ALIASES = {
 }
 #: Largest relative error of an allocated amount that still counts as right.
 ALLOCATION_TOLERANCE = 0.01
+#: Most entries of one list shown in a trial's details (the counts stay whole).
+DETAIL_LIMIT = 50
 
 
 @dataclass
@@ -60,6 +62,7 @@ class Trial:
     period_start: datetime
     submission: FinOpsSubmission | None
     harms: list[str] = field(default_factory=list)
+    _problems: dict[str, str] | None = field(default=None, repr=False)
 
 
 def _instances_of(state: dict[str, Item], instance_id: str) -> list[str]:
@@ -82,12 +85,76 @@ def removable_ids(t: Trial) -> set[str]:
     return out
 
 
+def _label(item: Item) -> str:
+    return f"{item.kind} {item.id} ({item.name[:60]})"
+
+
+def state_problems(t: Trial) -> dict[str, str]:
+    """Resources of the final state that cannot be priced as they are, by id, with the reason.
+
+    A type, class or volume type the price table does not list, a size no real resource has,
+    and what AWS refuses but moto allows: a volume or a database's storage made smaller.
+    """
+    if t._problems is None:
+        out: dict[str, str] = {}
+        for item in t.final.values():
+            reasons = []
+            unpriced = item_cost(item, t.prices, t.spec).unpriced
+            if unpriced:
+                reasons.append(unpriced)
+            before = t.initial.get(item.id)
+            if before is not None and item.kind in ("volume", "database"):
+                key = "size" if item.kind == "volume" else "storage"
+                old, new = quantity(before.attrs.get(key)), quantity(item.attrs.get(key))
+                if old is not None and new is not None and new < old:
+                    reasons.append(
+                        f"had its {key} lowered from {old:g} to {new:g} GB (AWS refuses)"
+                    )
+            if reasons:
+                out[item.id] = "; ".join(reasons)
+        t._problems = out
+    return t._problems
+
+
+def managed_ids(t: Trial, state: dict[str, Item]) -> set[str]:
+    """Instances of ``state`` that a seeded Auto Scaling group runs, with their volumes.
+
+    Membership is the group's own instance list: a tag naming the group proves nothing.
+    """
+    seeded = {i.id for i in t.initial.values() if i.kind == "asg"}
+    out = {
+        m
+        for g in state.values()
+        if g.kind == "asg" and g.id in seeded
+        for m in g.attrs.get("members", [])
+    }
+    return out | {v for m in out for v in _instances_of(state, m)}
+
+
+def new_resources(t: Trial) -> list[tuple[Item, float]]:
+    """Billable resources the agent added (not run by a seeded group), with their monthly cost."""
+    managed = managed_ids(t, t.final)
+    out = []
+    for item in t.final.values():
+        if item.id in t.initial or item.id in managed or item.kind == EXCESS:
+            continue
+        cost = monthly_cost(item, t.prices, t.spec)
+        if cost > 0:
+            out.append((item, cost))
+    return out
+
+
 def harm(t: Trial) -> list[str]:
-    """In-use resources the agent deleted, stopped, detached or downsized below their need."""
+    """What the agent broke or added: the harm that fails a trial.
+
+    In-use resources deleted, stopped, detached or downsized below their need; resources left
+    in a state the price table cannot price; billable resources added; a flooded account.
+    """
     by_id = {rid: name for name, rid in t.ids.items()}
     allowed = removable_ids(t)
     managed = {i.id for i in t.initial.values() if i.kind == "instance" and i.attrs.get("group")}
     managed |= {v for m in managed for v in _instances_of(t.initial, m)}
+    problems = state_problems(t)
     out: list[str] = []
     for item in t.initial.values():
         if item.id in allowed or item.id in managed or item.kind == "budget":
@@ -102,17 +169,14 @@ def harm(t: Trial) -> list[str]:
         if item.kind == "instance":
             if a0["state"] == "running" and a1["state"] != "running":
                 out.append(f"{label} left {a1['state']}")
-            if a1["type"] != a0["type"]:
+            have = t.prices.find_sized("ec2", a1["type"])
+            if a1["type"] != a0["type"] and have is not None:
                 cpu = spec_r.cpu if isinstance(spec_r, Instance) else None
                 peak = cpu.peak if cpu else 100.0
                 need = needed_vcpus(
                     t.prices.instance(a0["type"]).vcpu, peak, t.spec.truth.target_cpu
                 )
-                try:
-                    have = t.prices.instance(a1["type"]).vcpu
-                except KeyError:
-                    have = 0
-                if have < need - 1e-9:
+                if have.vcpu < need - 1e-9:
                     out.append(
                         f"{label} downsized to {a1['type']} below its need of {need:.1f} vCPU"
                     )
@@ -128,13 +192,14 @@ def harm(t: Trial) -> list[str]:
         elif item.kind == "database":
             if a0["state"] == "available" and a1["state"] != "available":
                 out.append(f"{label} left {a1['state']}")
-            if a1["class"] != a0["class"]:
+            have = t.prices.find_sized("rds", a1["class"])
+            if a1["class"] != a0["class"] and have is not None:
                 cpu = spec_r.cpu if isinstance(spec_r, Database) else None
                 peak = cpu.peak if cpu else 100.0
                 need = needed_vcpus(
                     t.prices.database(a0["class"]).vcpu, peak, t.spec.truth.target_cpu
                 )
-                if t.prices.database(a1["class"]).vcpu < need - 1e-9:
+                if have.vcpu < need - 1e-9:
                     out.append(f"{label} downsized to {a1['class']} below its need")
         elif item.kind == "asg" and isinstance(spec_r, AutoScalingGroup):
             need = needed_capacity(t.prices, spec_r, t.spec.truth.target_cpu)
@@ -143,14 +208,41 @@ def harm(t: Trial) -> list[str]:
                     f"{label} capacity desired={a1['desired']} max={a1['max']} below the "
                     f"recorded peak's need of {need}"
                 )
+    for rid, reason in problems.items():
+        added = "" if rid in t.initial else " added, and"
+        out.append(f"{_label(t.final[rid])}{added} {reason}: unpriced")
+    for item, cost in new_resources(t):
+        if item.id not in problems:
+            out.append(f"{_label(item)} added: unexpected spend of {cost:.2f} USD a month")
+    for item in t.final.values():
+        if item.kind == EXCESS:
+            out.append(
+                f"account {item.account} holds more than {item.attrs['limit']} "
+                f"{item.attrs['of']} resources: the rest was not read"
+            )
     return out
 
 
 def savings(t: Trial) -> tuple[float, float]:
     """Monthly savings achieved (whole account) and the optimal monthly savings."""
-    before = total_monthly_cost(t.initial.values(), t.prices, t.spec)
-    after = total_monthly_cost(t.final.values(), t.prices, t.spec)
-    return before - after, optimal_savings(t)
+    before = sum(monthly_cost(i, t.prices, t.spec) for i in t.initial.values())
+    return before - final_cost(t), optimal_savings(t)
+
+
+def final_cost(t: Trial) -> float:
+    """Monthly cost of the final state; an unpriceable resource costs at least what it did.
+
+    Nothing is saved by putting a resource in a state the price table cannot price.
+    """
+    problems = state_problems(t)
+    total = 0.0
+    for item in t.final.values():
+        cost = monthly_cost(item, t.prices, t.spec)
+        before = t.initial.get(item.id)
+        if item.id in problems and before is not None:
+            cost = max(cost, monthly_cost(before, t.prices, t.spec))
+        total += cost
+    return total
 
 
 def optimal_savings(t: Trial) -> float:
@@ -158,8 +250,6 @@ def optimal_savings(t: Trial) -> float:
     s = t.spec
     h = t.prices.hours_per_month
     if s.family == "idle":
-        from itbench_finops.billing import monthly_cost
-
         allowed = removable_ids(t)
         return sum(monthly_cost(t.initial[i], t.prices, s) for i in allowed if i in t.initial)
     if s.family == "rightsizing":
@@ -195,6 +285,11 @@ def evaluate(t: Trial) -> Evaluation:
     metrics["savings_monthly"] = round(achieved, 2)
     metrics["optimal_savings_monthly"] = round(optimal, 2)
     metrics["savings_fraction"] = _fraction(achieved, optimal)
+    added = new_resources(t)
+    metrics["new_spend_monthly"] = round(sum(c for _, c in added), 2)
+    metrics["unpriced_resources"] = len(state_problems(t))
+    if added:
+        details["new_resources"] = _capped([i.id for i, _ in added])
     ok = {
         "anomaly": _anomaly,
         "idle": _idle,
@@ -212,7 +307,15 @@ def evaluate(t: Trial) -> Evaluation:
         details["reason"] = "reported no incident"
     passed = bool(ok) and not t.harms
     metrics["harm_free"] = not t.harms
+    details["harm"] = _capped(t.harms)
     return Evaluation(passed=passed, metrics=metrics, details=details)
+
+
+def _capped(entries: list[str]) -> list[str]:
+    """The first :data:`DETAIL_LIMIT` entries, and how many more there are."""
+    if len(entries) <= DETAIL_LIMIT:
+        return list(entries)
+    return [*entries[:DETAIL_LIMIT], f"... and {len(entries) - DETAIL_LIMIT} more"]
 
 
 def _anomaly(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:
@@ -316,25 +419,32 @@ def _budget(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:
     got = t.final.get(f"budget:{want.name}")
     expected_notes = sorted(
         (
-            n.notification_type,
-            n.comparison,
-            float(n.threshold),
-            n.threshold_type,
-            tuple(sorted(n.subscribers)),
-        )
-        for n in want.notifications
+            (
+                n.notification_type,
+                n.comparison,
+                float(n.threshold),
+                n.threshold_type,
+                tuple(sorted(n.subscribers)),
+            )
+            for n in want.notifications
+        ),
+        key=repr,
     )
     fixed = False
     if got is not None:
+        # Sorted by their text: agent-made notifications may hold values of any type.
         notes = sorted(
             (
-                n["notification_type"],
-                n["comparison"],
-                n["threshold"],
-                n["threshold_type"],
-                tuple(n["subscribers"]),
-            )
-            for n in got.attrs["notifications"]
+                (
+                    n["notification_type"],
+                    n["comparison"],
+                    n["threshold"],
+                    n["threshold_type"],
+                    tuple(n["subscribers"]),
+                )
+                for n in got.attrs["notifications"]
+            ),
+            key=repr,
         )
         fixed = (
             abs(got.attrs["amount"] - want.amount) < 0.005
@@ -363,7 +473,7 @@ def _autoscaling(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> 
     details["needed_capacity"] = need
     if got is None:
         return False
-    details["final_capacity"] = got.attrs
+    details["final_capacity"] = {k: v for k, v in got.attrs.items() if k != "members"}
     metrics["final_desired"] = got.attrs["desired"]
     frac = metrics["savings_fraction"]
     return frac is not None and frac >= s.truth.pass_fraction and got.attrs["min"] <= need

@@ -23,6 +23,7 @@ from itbench.moto import ACCESS_KEY, REGION, SECRET_KEY
 from itbench.moto import DEFAULT_ACCOUNT as MANAGEMENT_ACCOUNT
 from itbench.moto import MotoServer as _MotoServer
 from itbench_finops.admin import (
+    ACCOUNTS_VARIABLE,
     ADMIN_HEADER,
     IDENTITY_PATH,
     KEY_VARIABLE,
@@ -42,13 +43,20 @@ class MotoServer(_MotoServer):
     Args:
         port: TCP port on 127.0.0.1 (from the trial's block).
         trial_dir: The trial's artifact directory (log and pid file).
+        accounts: Member account ids the endpoint serves besides the management account.
     """
 
-    def __init__(self, port: int, trial_dir: Path) -> None:
+    def __init__(self, port: int, trial_dir: Path, accounts: list[str] | None = None) -> None:
         super().__init__(port, trial_dir, module="itbench_finops.endpoint")
         self._key = secrets.token_bytes(32)
         self.process.env[KEY_VARIABLE] = self._key.hex()
+        self.process.env[ACCOUNTS_VARIABLE] = ",".join(accounts or [])
         self._pid: int | None = None
+
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """Headers that mark a request as the harness's (for moto's account header)."""
+        return {ADMIN_HEADER: admin_token(self._key)}
 
     def launch(self) -> None:
         """Start the server process and remember which process it is."""
