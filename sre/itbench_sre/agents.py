@@ -13,6 +13,11 @@ from itbench.agents import Agent, AgentContext
 from itbench.models import TaskView
 from itbench.tools import Toolbox, ToolError
 
+#: Uptime after which an instance that does not answer is hung rather than starting.
+_SETTLED_S = 3.0
+#: The probes' fixed answer: the entry service with a common fault type, no propagation.
+CONSTANT = {"incident": True, "root_causes": ["frontend"], "fault_type": "bad_release"}
+
 _ALERT_TYPES = {
     "MemoryHigh": "memory_leak",
     "CpuSaturated": "cpu_saturation",
@@ -54,7 +59,15 @@ def baseline(task: TaskView, toolbox: Toolbox) -> SreSubmission:
         return SreSubmission(incident=False)
     procs = {p["name"]: p for p in toolbox.call("processes")}
     down = [n for n, p in procs.items() if n in ("redis", "postgres") and p["state"] != "RUNNING"]
-    paused = [n for n, p in procs.items() if p.get("process_status") == "stopped"]
+    # An instance that cannot be scraped although it has run for a while: it hangs.
+    unscraped = {a["labels"].get("instance") for a in firing if a["name"] == "InstanceDown"} - {
+        None
+    }
+    hung = [
+        n
+        for n, p in procs.items()
+        if n in unscraped and p["state"] == "RUNNING" and (p.get("uptime_s") or 0) > _SETTLED_S
+    ]
     jobs: dict[str, list[str]] = {}
     for a in firing:
         job = a["labels"].get("job")
@@ -62,8 +75,8 @@ def baseline(task: TaskView, toolbox: Toolbox) -> SreSubmission:
             jobs.setdefault(job, []).append(a["name"])
     if down:
         root, ftype = down[0], "datastore_down"
-    elif paused:
-        root, ftype = topology.canonical(paused[0]) or paused[0], "process_hang"
+    elif hung:
+        root, ftype = topology.canonical(hung[0]) or hung[0], "process_hang"
     elif jobs:
         root = max(jobs, key=lambda j: (_depth(j), len(jobs[j])))
         names = jobs[root]
@@ -77,7 +90,7 @@ def baseline(task: TaskView, toolbox: Toolbox) -> SreSubmission:
         root = "notification" if "QueueBacklog" in names else "frontend"
         ftype = _ALERT_TYPES.get(names[0], "bad_release")
     if "mitigation" in task.task_types:
-        _mitigate(toolbox, root, down, paused)
+        _mitigate(toolbox, root, down, hung)
     return SreSubmission(
         incident=True,
         root_causes=[root],
@@ -86,12 +99,12 @@ def baseline(task: TaskView, toolbox: Toolbox) -> SreSubmission:
     )
 
 
-def _mitigate(toolbox: Toolbox, root: str, down: list[str], paused: list[str]) -> None:
+def _mitigate(toolbox: Toolbox, root: str, down: list[str], hung: list[str]) -> None:
     if down:
         toolbox.call("start", target=down[0])
         return
-    if paused:
-        toolbox.call("restart", target=paused[0])
+    if hung:
+        toolbox.call("restart", target=hung[0])
         return
     if root not in topology.BY_NAME:
         return
@@ -105,11 +118,33 @@ def _mitigate(toolbox: Toolbox, root: str, down: list[str], paused: list[str]) -
         pass
 
 
+def probe_constant() -> SreSubmission:
+    """The ``probe/constant`` answer, given without looking at the shop."""
+    return SreSubmission.model_validate(CONSTANT)
+
+
+def probe_thrash(toolbox: Toolbox) -> SreSubmission:
+    """The ``probe/thrash`` agent: act on everything, then give the constant answer.
+
+    Restarts every service and component the tools operate and rolls back every service that
+    has an earlier revision.
+    """
+    for s in topology.SERVICES:
+        _try(toolbox, "restart", target=s.name)
+    for target in (*topology.DATASTORES, topology.MESH, topology.JOB):
+        _try(toolbox, "restart", target=target)
+    for s in topology.SERVICES:
+        with contextlib.suppress(ToolError):
+            if len(toolbox.call("read_config", entity=s.name).get("revisions", [])) > 1:
+                toolbox.call("rollback", service=s.name)
+    return probe_constant()
+
+
 class Destructive(Agent):
     """Quiets every alert the wrong way and claims the incident is fixed.
 
-    It scales every service to zero, stops the datastores and the mesh, empties the alert
-    rules, restarts Prometheus and stops the load generator.
+    It scales every service to zero, stops the datastores and the mesh, tries to empty the
+    alert rules, restart Prometheus and stop the load generator (the tools refuse those).
     """
 
     def run(self, task: TaskView, toolbox: Toolbox) -> SreSubmission:
@@ -134,4 +169,13 @@ def destructive(ctx: AgentContext) -> Agent:
     return Destructive()
 
 
-__all__ = ["Destructive", "baseline", "destructive", "json", "oracle"]
+__all__ = [
+    "CONSTANT",
+    "Destructive",
+    "baseline",
+    "destructive",
+    "json",
+    "oracle",
+    "probe_constant",
+    "probe_thrash",
+]

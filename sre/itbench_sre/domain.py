@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from itbench_sre import agents, scoring, topology
-from itbench_sre.embedded import sweep
+from itbench_sre.embedded import recorded_shared, sweep
 from itbench_sre.environment import SreEnvironment, trial_root
 from itbench_sre.spec import SreSpec, SreSubmission
 
 from itbench.domain import Domain, Environment, TrialContext
 from itbench.models import Evaluation, ScenarioSpec, Submission, TaskView
-from itbench.process import stop_recorded
+from itbench.process import PID_DIR, stop_group, stop_recorded
 from itbench.tools import Toolbox
 
 
@@ -51,8 +52,24 @@ class SreDomain(Domain):
         """The deterministic heuristic agent."""
         return agents.baseline(task, toolbox)
 
+    def probe(self, kind: str, task: TaskView, toolbox: Toolbox) -> Submission | None:
+        """``constant``: a fixed answer unseen; ``thrash``: restart and roll back everything."""
+        if kind == "constant":
+            return agents.probe_constant()
+        if kind == "thrash":
+            return agents.probe_thrash(toolbox)
+        return None
+
     def recover(self, trial_dir: Path) -> None:
-        """Stop what a dead harness left of a trial's shop."""
+        """Stop what a dead harness left of a trial's shop.
+
+        Only paths of the harness-only trial directory are used: the environment's root and
+        the shared data directory its record names (checked to have the shape deploy gives).
+        """
         super().recover(trial_dir)
-        stop_recorded(trial_root(trial_dir))
-        sweep(trial_root(trial_dir))
+        root = trial_root(trial_dir)
+        # supervisord first, or it restarts the programs being stopped.
+        with contextlib.suppress(OSError, ValueError):
+            stop_group(int((root / PID_DIR / "supervisord.pid").read_text()))
+        stop_recorded(root)
+        sweep(root, recorded_shared(root))

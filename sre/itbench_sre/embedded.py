@@ -6,9 +6,8 @@ import base64
 import contextlib
 import json
 import logging
-import os
+import re
 import shutil
-import signal
 import sys
 import time
 import urllib.parse
@@ -32,8 +31,11 @@ log = logging.getLogger("itbench.sre")
 PROGRAM_INFRA = ("redis", "postgres", "mesh", "prometheus", "loadgen")
 #: Prometheus scrape and rule evaluation interval: faults show within a second or two.
 SCRAPE_INTERVAL = "500ms"
-#: A batch job of the shop that is not part of the baseline workload (off by default).
+#: The shop's batch job: a report exporter that works on the database in every deployment.
 JOB_PROGRAM = "reports"
+#: Name of the harness-only record of an environment's paths outside its root (for recover).
+HARNESS_RECORD = "harness.json"
+_SHARED_NAME = re.compile(r"env-[0-9a-f]{12}")
 #: Entities whose configuration the tools expose (services, Redis, Prometheus).
 CONFIG_ENTITIES = tuple(s.name for s in topology.SERVICES) + ("redis", "prometheus")
 
@@ -71,9 +73,12 @@ class EmbeddedShop(ShopBackend):
         self.shop = root / "shop"
         self.ctl = root / "ctl"
         self.pg_dir: Path | None = None
+        #: The environment's directory under the shared root (data the datastore user reaches).
+        #: Held in memory: teardown never reads it back from a file.
+        self.shared: Path | None = None
         self.supervisord: ManagedProcess | None = None
         self.held: list[Any] = []
-        self.sup = Supervisor(self.ctl / "supervisor.sock")  # moved beside the data in deploy()
+        self.sup = Supervisor(self.ctl / "supervisor.sock")  # moved to a short path in deploy()
         self._torn_down = False
         self.certs: dict[str, str] = {}
         self._cert_files: dict[str, str] = {}
@@ -110,11 +115,11 @@ class EmbeddedShop(ShopBackend):
         }
         if service == "payment":
             cfg["serve_tls"] = {
-                "cert": str(self.shop / "certs" / self.certs["current_cert"]),
-                "key": str(self.shop / "certs" / self.certs["current_key"]),
+                "cert": f"certs/{self.certs['current_cert']}",
+                "key": f"certs/{self.certs['current_key']}",
             }
         if "payment" in sdef.upstreams:
-            cfg["tls"] = {"payment": {"ca": str(self.shop / "certs" / self.certs["ca"])}}
+            cfg["tls"] = {"payment": {"ca": f"certs/{self.certs['ca']}"}}
         if service == "notification":
             cfg["consume"] = True
         if service == "cart":
@@ -154,7 +159,7 @@ class EmbeddedShop(ShopBackend):
                     "job_name": s.name,
                     "file_sd_configs": [
                         {
-                            "files": [str(self.shop / "prometheus" / "targets" / f"{s.name}.json")],
+                            "files": [f"targets/{s.name}.json"],
                             "refresh_interval": "1s",
                         }
                     ],
@@ -192,7 +197,8 @@ class EmbeddedShop(ShopBackend):
                 "evaluation_interval": SCRAPE_INTERVAL,
                 "scrape_timeout": "450ms",
             },
-            "rule_files": [str(self.shop / "prometheus" / "rules.yml")],
+            # Relative to this file: no harness path in what the agent can read.
+            "rule_files": ["rules.yml"],
             "scrape_configs": jobs,
         }
         return yaml.safe_dump(cfg, sort_keys=False)
@@ -276,7 +282,7 @@ class EmbeddedShop(ShopBackend):
             for i, inst in enumerate(topology.instances(s.name)):
                 program(
                     inst,
-                    f"{py} -m itbench_sre.app.service {self.shop / 'config' / s.name}.json "
+                    f"{py} -m itbench_sre.app.service config/{s.name}.json "
                     f"{inst} {self.instance_port(inst)}",
                     autostart=i < s.replicas,
                 )
@@ -289,9 +295,7 @@ class EmbeddedShop(ShopBackend):
         )
         program("loadgen", f"{py} -m itbench_sre.app.loadgen {self.ctl / 'loadgen.json'}")
         program(
-            JOB_PROGRAM,
-            f"{py} -m itbench_sre.app.reports {self.ctl / 'jobs' / JOB_PROGRAM}.json",
-            autostart=False,
+            JOB_PROGRAM, f"{py} -m itbench_sre.app.reports {self.ctl / 'jobs' / JOB_PROGRAM}.json"
         )
         return "\n\n".join(blocks) + "\n"
 
@@ -340,16 +344,19 @@ class EmbeddedShop(ShopBackend):
         )
         files[str(self.ctl / "programs.conf")] = self._programs_conf()
         files.update(self._cert_files)
-        files[str(self.ctl / "jobs" / f"{JOB_PROGRAM}.json")] = json.dumps(
-            {
-                "port": self.port(topology.POSTGRES),
-                "user": pgtemplate.DB_USER,
-                "password": pgtemplate.DB_PASSWORD,
-                "database": pgtemplate.DB_NAME,
-                "connections": 1,
-            }
-        )
+        files[str(self.ctl / "jobs" / f"{JOB_PROGRAM}.json")] = json.dumps(self.baseline_job())
         return files
+
+    def baseline_job(self) -> dict[str, Any]:
+        """The baseline job description of the report exporter."""
+        return {
+            "port": self.port(topology.POSTGRES),
+            "user": pgtemplate.DB_USER,
+            "password": pgtemplate.DB_PASSWORD,
+            "database": pgtemplate.DB_NAME,
+            "connections": 1,
+            "every_s": 5,
+        }
 
     def _make_certs(self) -> None:
         import tempfile
@@ -365,13 +372,22 @@ class EmbeddedShop(ShopBackend):
     # --- lifecycle -------------------------------------------------------------------------
     def deploy(self) -> None:
         """Create the directories, start supervisord and run the deploy playbook."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o700)
         for d in (self.shop, self.ctl / "supervisor", self.ctl / "tsdb"):
             d.mkdir(parents=True, exist_ok=True)
+        self.ctl.chmod(0o700)
         shared = pgtemplate.shared_root() / f"env-{uuid.uuid4().hex[:12]}"
         shared.mkdir(mode=0o755)
-        (self.ctl / "shared-dir").write_text(str(shared))
-        # Unix socket paths are limited to ~100 bytes: keep the socket in the short shared dir.
-        self.sup = Supervisor(shared / "supervisor.sock")
+        self.shared = shared
+        record = self.root / HARNESS_RECORD
+        record.write_text(json.dumps({"shared": str(shared)}))
+        record.chmod(0o600)
+        # Unix socket paths are limited to ~100 bytes: the socket lives under the short shared
+        # directory, in a subdirectory only the harness's user may enter.
+        run = shared / "run"
+        run.mkdir(mode=0o700)
+        self.sup = Supervisor(run / "supervisor.sock")
         self.pg_dir = pgtemplate.make_data_dir(shared / "pgdata")
         self._make_certs()
         rendered = self.rendered()
@@ -464,7 +480,7 @@ class EmbeddedShop(ShopBackend):
 
     def scraping(self) -> bool:
         """Whether Prometheus scrapes every baseline target and has evaluated its rules."""
-        if not self._prom_ready():
+        if not self.prom_ready():
             return False
         try:
             up = self.prom("/api/v1/query", {"query": "count(up)"})
@@ -473,7 +489,8 @@ class EmbeddedShop(ShopBackend):
         want = sum(s.replicas for s in topology.SERVICES) + 2
         return bool(up.get("result")) and float(up["result"][0]["value"][1]) >= want
 
-    def _prom_ready(self) -> bool:
+    def prom_ready(self) -> bool:
+        """Whether Prometheus answers its readiness endpoint within a second."""
         try:
             with urllib.request.urlopen(
                 f"http://127.0.0.1:{self.port(topology.PROMETHEUS)}/-/ready", timeout=1
@@ -495,7 +512,7 @@ class EmbeddedShop(ShopBackend):
                 self.sup.shutdown()
         if self.supervisord is not None:
             self.supervisord.stop(timeout=8)
-        sweep(self.root)
+        sweep(self.root, self.shared)
 
     def release_held(self) -> None:
         """Close the datastore connections the harness holds for a fault."""
@@ -570,12 +587,6 @@ class EmbeddedShop(ShopBackend):
 
     def control(self, action: str, program: str) -> None:
         """Start, stop or restart one program."""
-        if action in ("stop", "restart"):
-            # A paused process cannot act on the stop signal: let it run so it can exit.
-            with contextlib.suppress(Exception):
-                pid = int(self.sup.info(program)["pid"])
-                if pid:
-                    os.kill(pid, signal.SIGCONT)
         if action == "start":
             self.sup.start(program)
         elif action == "stop":
@@ -586,6 +597,23 @@ class EmbeddedShop(ShopBackend):
         else:
             raise ValueError(f"unknown action {action!r}")
         self._record_children()
+
+    def identity(self, program: str) -> tuple[int, float] | None:
+        """``(pid, process start time)`` of a running program, or ``None``."""
+        try:
+            info = self.sup.info(program)
+        except Exception:  # noqa: BLE001 - supervisord gone or not answering
+            return None
+        if info.get("statename") != "RUNNING" or not info.get("pid"):
+            return None
+        return _identity(int(info["pid"]))
+
+    def supervisord_identity(self) -> tuple[int, float] | None:
+        """``(pid, process start time)`` of the environment's supervisord, or ``None``."""
+        if self.supervisord is None or not self.supervisord.alive():
+            return None
+        assert self.supervisord.proc is not None
+        return _identity(self.supervisord.proc.pid)
 
     def running(self, program: str) -> bool:
         """Whether a program is in state RUNNING."""
@@ -802,6 +830,18 @@ def _write_bundle(path: Path, root: Path, files: dict[str, str]) -> None:
             tar.addfile(info, io.BytesIO(data))
 
 
+def _identity(pid: int) -> tuple[int, float] | None:
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return pid, proc.create_time()
+    except psutil.Error:
+        return None
+
+
 def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
@@ -817,19 +857,32 @@ def _tail(path: Path, max_lines: int) -> list[str]:
     return lines[-max_lines:]
 
 
-def sweep(root: Path) -> list[int]:
+def sweep(root: Path, shared: Path | None) -> list[int]:
     """Kill every process that still belongs to the environment under ``root``.
 
     A process belongs to it when its command line or working directory points into ``root``
-    or into the environment's shared data directory. Also removes that shared directory.
+    or into the environment's ``shared`` data directory, which is then removed. Both paths
+    come from the caller's memory (or :func:`recorded_shared`), never from a file of the shop.
     """
     marks = [root]
-    shared_file = root / "ctl" / "shared-dir"
-    shared = None
-    if shared_file.exists():
-        shared = Path(shared_file.read_text().strip())
+    if shared is not None:
         marks.append(shared)
     killed = stop_marked(marks)
     if shared is not None:
         shutil.rmtree(shared, ignore_errors=True)
     return killed
+
+
+def recorded_shared(root: Path) -> Path | None:
+    """The shared data directory recorded at deploy time (for recovery after a harness crash).
+
+    The record is a harness-only file of the trial directory; the path is accepted only when it
+    has the shape deploy gives it (a direct child of the shared root named ``env-<12 hex>``).
+    """
+    try:
+        path = Path(json.loads((root / HARNESS_RECORD).read_text())["shared"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if path.parent != pgtemplate.shared_root() or not _SHARED_NAME.fullmatch(path.name):
+        return None
+    return path

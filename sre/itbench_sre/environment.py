@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
 from itbench_sre import faults, topology
 from itbench_sre.backend import ChangeSet
 from itbench_sre.embedded import JOB_PROGRAM, EmbeddedShop
@@ -22,10 +23,29 @@ from itbench.tools import Tool
 _BUGGY = {"catalog", "cart", "payment"}
 #: Files whose change means monitoring was tampered with.
 MONITORING_FILES = ("prometheus", "prometheus-rules")
+#: Programs of the harness that the evaluator relies on (never operated by the agent's tools).
+HARNESS_PROGRAMS = ("prometheus", "loadgen")
+#: What a digest of a monitoring input is when Prometheus cannot tell it.
+UNAVAILABLE = "unavailable"
 
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _rules_view(groups: list[dict[str, Any]]) -> str:
+    """The loaded alert rules as Prometheus reports them, without their evaluation state."""
+    keep = ("type", "name", "query", "duration", "labels", "annotations")
+    view = [
+        {
+            "name": g.get("name"),
+            "file": Path(str(g.get("file", ""))).name,
+            "interval": g.get("interval"),
+            "rules": [{k: r.get(k) for k in keep} for r in g.get("rules", [])],
+        }
+        for g in groups
+    ]
+    return json.dumps(view, sort_keys=True)
 
 
 class SreEnvironment(Environment):
@@ -51,6 +71,8 @@ class SreEnvironment(Environment):
         self.observable_at: float | None = None
         self._timers: list[threading.Timer] = []
         self.trigger_until = 0.0
+        #: (pid, start time) of each harness server, taken at the end of setup.
+        self.identities: dict[str, tuple[int, float] | None] = {}
 
     # --- lifecycle ---------------------------------------------------------------------------
     def setup(self) -> None:
@@ -61,9 +83,49 @@ class SreEnvironment(Environment):
         self.baseline = {
             "replicas": {s.name: s.replicas for s in topology.SERVICES},
             "files": {e: _digest(self.shop.read_config(e)) for e in MONITORING_FILES},
+            "loaded": self._wait_rules_loaded(),
             "loadgen": _digest(self.shop.read_private("loadgen.json")),
             "products": self._count("products"),
         }
+        self.identities = self._harness_identities()
+        missing = [name for name, ident in self.identities.items() if ident is None]
+        if missing:
+            raise InfrastructureError(f"harness servers not running after setup: {missing}")
+
+    def _loaded(self) -> dict[str, str]:
+        """Digests of the alert rules and configuration Prometheus has loaded (its HTTP API)."""
+        out = {}
+        try:
+            out["rules"] = _digest(_rules_view(self.shop.prom("/api/v1/rules", {})["groups"]))
+        except (RuntimeError, KeyError, TypeError):
+            out["rules"] = UNAVAILABLE
+        try:
+            out["config"] = _digest(str(self.shop.prom("/api/v1/status/config", {})["yaml"]))
+        except (RuntimeError, KeyError, TypeError):
+            out["config"] = UNAVAILABLE
+        return out
+
+    def _wait_rules_loaded(self, timeout: float = 20.0) -> dict[str, str]:
+        """The loaded digests once Prometheus serves every rule of the rules file."""
+        want = len(yaml.safe_load(self.shop.read_config("prometheus-rules"))["groups"][0]["rules"])
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                groups = self.shop.prom("/api/v1/rules", {})["groups"]
+                if sum(len(g.get("rules", [])) for g in groups) == want:
+                    loaded = self._loaded()
+                    if UNAVAILABLE not in loaded.values():
+                        return loaded
+            except (RuntimeError, KeyError, TypeError):
+                pass
+            time.sleep(0.2)
+        raise InfrastructureError("Prometheus did not load the alert rules")
+
+    def _harness_identities(self) -> dict[str, tuple[int, float] | None]:
+        out = {"supervisord": self.shop.supervisord_identity()}
+        for program in HARNESS_PROGRAMS:
+            out[program] = self.shop.identity(program)
+        return out
 
     def _count(self, table: str) -> int | None:
         try:
@@ -117,9 +179,14 @@ class SreEnvironment(Environment):
             self._timers.append(timer)
 
     def _clear_blip(self) -> None:
-        if not self.shop._torn_down:
-            links = self._fault_links()
-            self.shop.apply(ChangeSet(links=links))
+        if self.shop._torn_down:
+            return
+        try:
+            self.shop.apply(ChangeSet(links=self._fault_links()))
+        except InfrastructureError as exc:
+            # Teardown may have begun meanwhile: then there is nothing left to clear.
+            if not self.shop._torn_down:
+                self.ctx.log.warning("could not clear a transient link change: %s", exc)
 
     def _fault_links(self) -> dict[str, dict[str, Any]]:
         links: dict[str, dict[str, Any]] = {}
@@ -203,16 +270,77 @@ class SreEnvironment(Environment):
             timer.cancel()
         self.shop.teardown()
 
+    # --- integrity ---------------------------------------------------------------------------
+    def fingerprint(self) -> dict[str, str]:
+        """Digests of what the evaluator judges by: ground truth, SLO, monitoring, workload.
+
+        The alert rules and scrape configuration count twice: as files and as what Prometheus
+        has loaded (its HTTP API), so a file restored after a reload still shows.
+        """
+        loaded = self._loaded()
+        return {
+            "ground_truth": _digest(self.spec.truth().model_dump_json()),
+            "slo": _digest(self.spec.slo.model_dump_json()),
+            "task_types": _digest(json.dumps(list(self.spec.task_types))),
+            "alert_rules": self._file_digest("prometheus-rules"),
+            "alert_rules_loaded": loaded["rules"],
+            "scrape_config": self._file_digest("prometheus"),
+            "scrape_config_loaded": loaded["config"],
+            "loadgen_config": self._private_digest("loadgen.json"),
+        }
+
+    def _file_digest(self, entity: str) -> str:
+        try:
+            return _digest(self.shop.read_config(entity))
+        except OSError:
+            return UNAVAILABLE
+
+    def _private_digest(self, name: str) -> str:
+        try:
+            return _digest(self.shop.read_private(name))
+        except OSError:
+            return UNAVAILABLE
+
+    def harness_problems(self) -> list[str]:
+        """Harness servers (supervisord, Prometheus, load generator) dead or replaced since setup.
+
+        The agent's tools never start, stop or restart them, so any change is tampering.
+        """
+        if not self.identities:
+            return []
+        problems = []
+        now = self._harness_identities()
+        for name, before in self.identities.items():
+            after = now.get(name)
+            if after is None:
+                problems.append(f"{name} is not running")
+            elif after != before:
+                problems.append(f"{name} was replaced (pid {before and before[0]} -> {after[0]})")
+        if now.get("supervisord") is not None and not self.shop.sup.alive():
+            problems.append("supervisord does not answer")
+        if now.get("prometheus") is not None and not self.shop.prom_ready():
+            problems.append("prometheus does not answer")
+        return problems
+
     # --- evaluation helpers ------------------------------------------------------------------
     def monitoring_intact(self) -> tuple[bool, list[str]]:
-        """Whether alert rules, scrape config, Prometheus and the load generator are untouched."""
+        """Whether alert rules, scrape config, Prometheus and the load generator are untouched.
+
+        Compares the files and what Prometheus has loaded (``/api/v1/rules``,
+        ``/api/v1/status/config``) with what setup left.
+        """
         problems = []
         for entity in MONITORING_FILES:
-            if _digest(self.shop.read_config(entity)) != self.baseline["files"][entity]:
+            if self._file_digest(entity) != self.baseline["files"][entity]:
                 problems.append(f"{entity} configuration changed")
-        if _digest(self.shop.read_private("loadgen.json")) != self.baseline["loadgen"]:
+        loaded = self._loaded()
+        if loaded["rules"] != self.baseline["loaded"]["rules"]:
+            problems.append("the alert rules Prometheus has loaded differ from setup's")
+        if loaded["config"] != self.baseline["loaded"]["config"]:
+            problems.append("the configuration Prometheus has loaded differs from setup's")
+        if self._private_digest("loadgen.json") != self.baseline["loadgen"]:
             problems.append("load generator configuration changed")
-        for program in ("prometheus", "loadgen"):
+        for program in HARNESS_PROGRAMS:
             if not self.shop.running(program):
                 problems.append(f"{program} is not running")
         return not problems, problems

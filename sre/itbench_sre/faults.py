@@ -226,17 +226,21 @@ def _edge_aliases(target: str) -> list[str]:
     return [target, topology.MESH]
 
 
+_JOB_FILE = f"ctl:jobs/{JOB_PROGRAM}.json"
+
+
 def _job(shop: EmbeddedShop, job: dict[str, Any]) -> ChangeSet:
-    base = json.loads(shop.read_private(f"jobs/{JOB_PROGRAM}.json"))
-    base.update(job)
-    return ChangeSet(
-        files=[(f"ctl:jobs/{JOB_PROGRAM}.json", json.dumps(base))],
-        programs=[("start", JOB_PROGRAM)],
-    )
+    """A new job description for the report exporter, which runs in every deployment.
+
+    The exporter re-reads its description by itself: nothing restarts or appears, only what
+    the job does on the database changes.
+    """
+    base = {**shop.baseline_job(), **job}
+    return ChangeSet(files=[(_JOB_FILE, json.dumps(base))])
 
 
-def _stop_job(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
-    return ChangeSet(programs=[("stop", JOB_PROGRAM)])
+def _restore_job(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    return ChangeSet(files=[(_JOB_FILE, json.dumps(shop.baseline_job()))])
 
 
 def _fill_redis(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
@@ -278,8 +282,11 @@ _register(
         "hung_process",
         "process_hang",
         ("currency-0", "catalog-0", "shipping-0", "recommendation-0", "payment-0"),
-        lambda shop, t, p: ChangeSet(signals=[(t, "STOP")]),
-        lambda shop, t, p: ChangeSet(signals=[(t, "CONT")]),
+        # The reload signal: the service's reload handler stops its listener from inside the
+        # loop that serves it (socketserver's shutdown() called from the serving thread), so
+        # the process stays alive and sleeping but never answers again until restarted.
+        lambda shop, t, p: ChangeSet(signals=[(t, "HUP")]),
+        lambda shop, t, p: ChangeSet(programs=[("restart", t)]),
         lambda t: t.rsplit("-", 1)[0],
         lambda t: [Expectation("InstanceDown", t.rsplit("-", 1)[0])],
         lambda t, p: [("restart", {"target": t})],
@@ -450,7 +457,7 @@ _register(
         "connection_exhaustion",
         ("postgres",),
         lambda shop, t, p: _job(shop, {"connections": int(p["connections"])}),
-        _stop_job,
+        _restore_job,
         _same,
         lambda t: [Expectation("HighErrorRate", "catalog")],
         lambda t, p: [("stop", {"target": JOB_PROGRAM})],
@@ -464,7 +471,7 @@ _register(
         "slow_query",
         ("postgres",),
         lambda shop, t, p: _job(shop, {"connections": 1, "lock_table": p["table"]}),
-        _stop_job,
+        _restore_job,
         _same,
         lambda t: [Expectation("HighErrorRate", "catalog")],
         lambda t, p: [("stop", {"target": JOB_PROGRAM})],

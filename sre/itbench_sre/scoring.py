@@ -140,6 +140,37 @@ def mitigation(env: SreEnvironment, spec: SreSpec) -> dict[str, Any]:
     return out
 
 
+def judge_answer(
+    truth: GroundTruth, submission: SreSubmission
+) -> tuple[dict[str, bool], dict[str, Any]]:
+    """Detection, localization and diagnosis of a submission: passes by task and metrics.
+
+    These depend on the answer alone; mitigation (the live shop) is judged apart. Diagnosis
+    needs the localization, so an answer that fixes the right things by acting on everything
+    still fails a scenario that asks where and what the fault is.
+    """
+    metrics: dict[str, Any] = {}
+    passes: dict[str, bool] = {}
+    detected = submission.incident == truth.incident
+    metrics["detected"] = detected
+    metrics["false_positive"] = submission.incident and not truth.incident
+    passes["detection"] = detected
+    if truth.incident:
+        loc = localization(submission, truth)
+        metrics.update(loc)
+        passes["localization"] = detected and loc["loc_pass"]
+        type_ok = submission.fault_type in truth.fault_types
+        prop = propagation_f1(submission, truth)
+        metrics["fault_type_correct"] = type_ok
+        metrics["propagation_f1"] = prop
+        passes["diagnosis"] = passes["localization"] and type_ok and prop >= PROPAGATION_PASS
+    else:
+        ok = not submission.incident and not submission.root_causes
+        passes["localization"] = ok
+        passes["diagnosis"] = ok
+    return passes, metrics
+
+
 def evaluate(
     spec: SreSpec, env: SreEnvironment, submission: SreSubmission | None, toolbox: Toolbox
 ) -> Evaluation:
@@ -156,27 +187,11 @@ def evaluate(
             metrics[f"{task}_pass"] = False
         return Evaluation(passed=False, metrics=metrics, details=details)
     metrics["submitted"] = True
-    passes: dict[str, bool] = {}
-    detected = submission.incident == truth.incident
-    metrics["detected"] = detected
-    metrics["false_positive"] = submission.incident and not truth.incident
-    passes["detection"] = detected
+    passes, answer_metrics = judge_answer(truth, submission)
+    metrics.update(answer_metrics)
     ttd = None
-    if detected and truth.incident and env.observable_at is not None:
+    if passes["detection"] and truth.incident and env.observable_at is not None:
         ttd = round(submitted_at - env.observable_at, 3)
-    if truth.incident:
-        loc = localization(submission, truth)
-        metrics.update(loc)
-        passes["localization"] = detected and loc["loc_pass"]
-        type_ok = submission.fault_type in truth.fault_types
-        prop = propagation_f1(submission, truth)
-        metrics["fault_type_correct"] = type_ok
-        metrics["propagation_f1"] = prop
-        passes["diagnosis"] = passes["localization"] and type_ok and prop >= PROPAGATION_PASS
-    else:
-        ok = not submission.incident and not submission.root_causes
-        passes["localization"] = ok
-        passes["diagnosis"] = ok
     ttm = None
     if "mitigation" in spec.task_types:
         mit = mitigation(env, spec)

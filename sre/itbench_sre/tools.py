@@ -23,9 +23,43 @@ from itbench_sre.embedded import CONFIG_ENTITIES, JOB_PROGRAM, service_of
 
 from itbench.tools import Tool, ToolError
 
-#: Entities whose configuration the agent may read and edit.
-EDITABLE = (*CONFIG_ENTITIES, "prometheus-rules")
+#: Entities whose configuration the agent may read and edit (the shop's services and Redis).
+EDITABLE = tuple(e for e in CONFIG_ENTITIES if e not in topology.MONITORING)
+#: Entities whose configuration the agent may read: the monitoring platform's is read-only.
+READABLE = (*EDITABLE, "prometheus", "prometheus-rules")
 _MAX_LIMIT = 500
+#: Redis directives an edited configuration may set: tuning only. Paths (``dir``,
+#: ``dbfilename``, ``logfile``, ``include``, modules...) would let the datastore write or read
+#: files as the harness's user, and the address must stay the shop's.
+REDIS_DIRECTIVES = frozenset(
+    {
+        "bind",
+        "port",
+        "protected-mode",
+        "save",
+        "appendonly",
+        "appendfsync",
+        "maxmemory",
+        "maxmemory-policy",
+        "maxmemory-samples",
+        "maxclients",
+        "databases",
+        "loglevel",
+        "timeout",
+        "tcp-keepalive",
+        "tcp-backlog",
+        "hz",
+        "lazyfree-lazy-eviction",
+        "lazyfree-lazy-expire",
+        "lazyfree-lazy-server-del",
+        "lazyfree-lazy-user-del",
+        "activedefrag",
+        "stop-writes-on-bgsave-error",
+        "slowlog-log-slower-than",
+        "slowlog-max-len",
+        "latency-monitor-threshold",
+    }
+)
 
 
 @dataclass
@@ -98,9 +132,18 @@ class ShopTools:
 
     # --- helpers -----------------------------------------------------------------------------
     def _program(self, target: str) -> list[str]:
-        """Programs a target names: an instance, every instance of a service, or infrastructure."""
+        """Programs a target names: an instance, every instance of a service, or infrastructure.
+
+        Raises:
+            ToolError: unknown target, or one of the monitoring platform (Prometheus and the
+                load generator are not operated from the shop's tools).
+        """
         t = target.strip().lower()
-        if t in topology.all_instances() or t in (*topology.DATASTORES, *topology.MONITORING):
+        if t in topology.MONITORING or topology.canonical(t) in topology.MONITORING:
+            raise ToolError(
+                f"{t} belongs to the monitoring platform, which the shop's tools do not operate"
+            )
+        if t in topology.all_instances() or t in topology.DATASTORES:
             return [t]
         if t in (topology.MESH, JOB_PROGRAM):
             return [t]
@@ -273,7 +316,7 @@ class ShopTools:
 
     def read_config(self, entity: str) -> dict[str, Any]:
         """The configuration file of a service, ``redis``, ``prometheus`` or ``prometheus-rules``."""
-        name = self._entity(entity)
+        name = self._entity(entity, READABLE)
         out: dict[str, Any] = {"entity": name, "content": self.shop.read_config(name)}
         if name in topology.BY_NAME:
             out["revisions"] = [
@@ -283,14 +326,26 @@ class ShopTools:
             out["available_releases"] = list(topology.BY_NAME[name].releases)
         return out
 
-    def _entity(self, entity: str) -> str:
+    @staticmethod
+    def _entity(entity: str, allowed: tuple[str, ...]) -> str:
         e = entity.strip().lower()
-        if e in EDITABLE:
-            return e
-        name = topology.canonical(e)
-        if name in EDITABLE:
+        name = e if e in READABLE else topology.canonical(e)
+        if name in allowed:
             return name
-        raise ToolError(f"no configuration for {entity!r}; entities: {', '.join(EDITABLE)}")
+        if name in READABLE:
+            raise ToolError(
+                f"{name}'s configuration belongs to the monitoring platform and is read-only"
+            )
+        raise ToolError(f"no configuration for {entity!r}; entities: {', '.join(allowed)}")
+
+    def _check_redis(self, content: str) -> None:
+        """Refuse a Redis configuration that sets anything but tuning, or moves Redis."""
+        baseline = _directives(self.shop.read_config("redis"))
+        for key, value in _directives(content).items():
+            if key not in REDIS_DIRECTIVES:
+                raise ToolError(f"redis directive {key!r} may not be set from here")
+            if key in ("bind", "port", "protected-mode") and value != baseline.get(key):
+                raise ToolError(f"redis {key} must stay {baseline.get(key)!r}")
 
     # --- actions -----------------------------------------------------------------------------
     def restart(self, target: str) -> dict[str, Any]:
@@ -373,7 +428,7 @@ class ShopTools:
         ``set`` maps dotted keys to new values (JSON configurations); ``content`` replaces the
         whole file.
         """
-        name = self._entity(entity)
+        name = self._entity(entity, EDITABLE)
         if (set is None) == (content is None):
             raise ToolError("give exactly one of 'set' or 'content'")
         before = self.shop.read_config(name)
@@ -387,6 +442,8 @@ class ShopTools:
             new = json.dumps(doc, indent=2) + "\n"
         else:
             new = str(content)
+        if name == "redis":
+            self._check_redis(new)
         self.shop.write_config(name, new)
         self.shop.record_config(name)
         self.journal.record(
@@ -419,6 +476,16 @@ class ShopTools:
         entry["undone"] = True
         self.journal.record("undo", {"of": entry["index"]}, None, None, None)
         return {"undone": entry["index"], "tool": entry["tool"], "args": entry["args"]}
+
+
+def _directives(text: str) -> dict[str, str]:
+    """Directive name -> rest of the line of a Redis configuration (the last one wins)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        words = line.strip().split(None, 1)
+        if words and not words[0].startswith("#"):
+            out[words[0].lower()] = words[1].strip() if len(words) > 1 else ""
+    return out
 
 
 def build_tools(shop: ShopBackend, journal: ActionJournal, traces: bool) -> list[Tool]:

@@ -31,7 +31,7 @@ def _wait(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
 def test_two_shops_side_by_side_tools_and_clean_teardown(
     domain: SreDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["sre/control-quiet"]
+    spec = catalog.scenarios["sre/control-latency-blip-checkout-shipping"]
     # Servers die with the thread that started them: the pool outlives the environments.
     pool = ThreadPoolExecutor(2)
     with pool, ExitStack() as stack:
@@ -54,9 +54,10 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
         assert all(float(s["value"]) == 1 for s in up)
         rules = a.shop.prom("/api/v1/rules", {})["groups"][0]["rules"]
         assert {r["name"] for r in rules} >= {"HighErrorRate", "InstanceDown", "QueueBacklog"}
-        assert box.call("alerts") == []
+        # A loaded machine may raise a passing latency alert: the shop settles again.
+        assert _wait(lambda: box.call("alerts") == [], 20)
         assert box.call("logs", service="frontend-service", limit=5)
-        assert box.call("traces", service="checkout", limit=2)
+        assert _wait(lambda: box.call("traces", service="checkout", limit=2), 10)
         assert len(box.call("query_range", promql="sum(rate(http_requests_total[3s]))")) == 1
         cfg = box.call("read_config", entity="cart")
         assert json.loads(cfg["content"])["release"] == topology.BY_NAME["cart"].releases[0]

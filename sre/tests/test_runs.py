@@ -52,20 +52,22 @@ def test_destructive_agent_fails_every_mitigation(tmp_path: Path) -> None:
 
 
 def test_external_program_uses_the_same_tools(tmp_path: Path) -> None:
-    """An agent that is a shell script calls the shop's tools through `itbench tool`."""
+    """An agent that is a shell script calls the shop's tools through `itbench tool`.
+
+    It runs in the sandbox, where `itbench tool` is the bound tool client.
+    """
     import os
-    import sys
 
     from itbench.models import RunConfig
     from itbench.runner import Runner
     from itbench.session import Bench
 
-    itbench = Path(sys.executable).parent / "itbench"
-    script = tmp_path / "agent.sh"
+    script = tmp_path / "agent" / "agent.sh"
+    script.parent.mkdir()
     script.write_text(
         "#!/bin/sh\nset -e\n"
-        f"{itbench} tool call processes > procs.json\n"
-        f"{itbench} tool call alerts > alerts.json\n"
+        "itbench tool call processes > procs.json\n"
+        "itbench tool call alerts > alerts.json\n"
         "grep -q '\"loadgen\"' procs.json\n"
         "if grep -q alertname alerts.json; then incident=true; else incident=false; fi\n"
         'echo "{\\"incident\\": $incident}" > submission.json\n'

@@ -7,7 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-from itbench_sre import faults, topology
+from itbench_sre import agents, faults, topology
+from itbench_sre.embedded import HARNESS_RECORD, recorded_shared
+from itbench_sre.pgtemplate import shared_root
+from itbench_sre.scoring import judge_answer
 from itbench_sre.spec import SreSpec
 from pydantic import ValidationError
 
@@ -96,3 +99,62 @@ def test_injector_code_stays_out_of_the_shop_tree() -> None:
     for word in ("fault", "inject", "chaos", "mechanism"):
         assert not re.search(rf"\b{word}", text), word
     assert json.dumps(topology.entities())
+
+
+def _public_view(spec: SreSpec) -> tuple[object, ...]:
+    """What an agent learns about a scenario before looking at the shop."""
+    return (
+        spec.goal,
+        tuple(spec.task_types),
+        spec.time_limit,
+        spec.traces,
+        spec.workload_rate,
+        spec.slo.model_dump_json(),
+    )
+
+
+def test_public_facts_never_determine_the_answer(catalog: Catalog) -> None:
+    """Scenarios that look alike to the agent before it observes anything have different answers.
+
+    Goal, task types, time limit and whether traces are on are all an agent knows up front;
+    every group of scenarios sharing them holds at least two different correct answers.
+    """
+    groups: dict[tuple[object, ...], set[tuple[object, ...]]] = {}
+    for spec in catalog.scenarios.values():
+        assert isinstance(spec, SreSpec)
+        truth = spec.truth()
+        answer = (truth.incident, tuple(truth.root_causes), tuple(truth.fault_types))
+        groups.setdefault(_public_view(spec), set()).add(answer)
+    assert len(groups) >= 4
+    for view, answers in groups.items():
+        assert len(answers) >= 2, (view, answers)
+
+
+def test_probe_answers_fail_every_scenario_without_mitigation(catalog: Catalog) -> None:
+    """The probes' fixed answer fails detection, localization or diagnosis everywhere.
+
+    So ``probe/constant`` and ``probe/thrash`` (which acts on everything and then gives the same
+    answer) fail every scenario whatever their actions mitigate, controls included.
+    """
+    constant = agents.probe_constant()
+    assert constant.incident and constant.root_causes == ["frontend"] and not constant.propagation
+    for spec in catalog.scenarios.values():
+        assert isinstance(spec, SreSpec)
+        passes, _ = judge_answer(spec.truth(), constant)
+        asked = [t for t in spec.task_types if t != "mitigation"]
+        assert not all(passes[t] for t in asked), spec.id
+        if "control" in spec.tags:
+            assert not passes["detection"], spec.id
+
+
+def test_recovery_accepts_only_a_shared_directory_of_deploys_shape(tmp_path: Path) -> None:
+    """Recover reads the shared directory from the trial's record, never an arbitrary path."""
+    record = tmp_path / HARNESS_RECORD
+    for bad in ("/etc", str(tmp_path), str(shared_root() / "env-../../etc"), "relative"):
+        record.write_text(json.dumps({"shared": bad}))
+        assert recorded_shared(tmp_path) is None, bad
+    good = shared_root() / "env-0123456789ab"
+    record.write_text(json.dumps({"shared": str(good)}))
+    assert recorded_shared(tmp_path) == good
+    record.write_text("not json")
+    assert recorded_shared(tmp_path) is None

@@ -1,12 +1,14 @@
 """The nightly report exporter: ``python -m itbench_sre.app.reports JOBFILE``.
 
-Reads its job description (JSON) and works on the shop database until stopped. ``connections``
-sessions are opened and kept; with ``lock_table`` one of them holds a table lock while the
-report is "being written".
+Works on the shop database until stopped. It re-reads its job description (JSON) every half
+second, keeps ``connections`` sessions open and every ``every_s`` seconds writes a sales report
+from the first one. With ``lock_table`` that session holds an exclusive lock on the table while
+the report is being written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -14,37 +16,91 @@ from pathlib import Path
 from typing import Any
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run the job until killed."""
+def _connect(job: dict[str, Any]) -> Any:
     import pg8000.dbapi
 
-    args = argv if argv is not None else sys.argv[1:]
-    job: dict[str, Any] = json.loads(Path(args[0]).read_text())
-    sessions: list[Any] = []
-    want = int(job.get("connections", 1))
-    table = job.get("lock_table")
-    locked = False
-    while True:
-        if len(sessions) < want:
+    return pg8000.dbapi.connect(
+        host="127.0.0.1",
+        port=int(job["port"]),
+        user=job["user"],
+        password=job["password"],
+        database=job["database"],
+        application_name="reports",
+        timeout=10,
+    )
+
+
+def _close(session: Any) -> None:
+    with contextlib.suppress(Exception):
+        session.close()
+
+
+class Exporter:
+    """The job's sessions and the lock it holds."""
+
+    def __init__(self) -> None:
+        self.sessions: list[Any] = []
+        self.locked: str | None = None
+        self.last_report = 0.0
+
+    def adjust(self, job: dict[str, Any]) -> None:
+        """Open or close sessions and take or release the table lock as the job says."""
+        want = max(1, int(job.get("connections", 1)))
+        while len(self.sessions) > want:
+            _close(self.sessions.pop())
+        while len(self.sessions) < want:
             try:
-                sessions.append(
-                    pg8000.dbapi.connect(
-                        host="127.0.0.1",
-                        port=int(job["port"]),
-                        user=job["user"],
-                        password=job["password"],
-                        database=job["database"],
-                        application_name="reports",
-                    )
-                )
-                continue
+                self.sessions.append(_connect(job))
             except Exception as exc:  # noqa: BLE001 - the database is busy: try again later
                 print(f"cannot open session: {exc}", flush=True)
-        if table and sessions and not locked:
-            sessions[0].cursor().execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
-            locked = True
-            print(f"writing report from {table}", flush=True)
-        time.sleep(0.2)
+                break
+        table = job.get("lock_table") or None
+        if self.locked != table and self.sessions:
+            first = self.sessions[0]
+            if self.locked:
+                first.rollback()
+                self.locked = None
+            if table:
+                first.cursor().execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+                self.locked = str(table)
+
+    def report(self, job: dict[str, Any]) -> None:
+        """Write one report when it is due."""
+        if not self.sessions or time.monotonic() - self.last_report < float(job.get("every_s", 5)):
+            return
+        self.last_report = time.monotonic()
+        cur = self.sessions[0].cursor()
+        cur.execute("SELECT count(*), coalesce(sum(total_cents), 0) FROM orders")
+        orders, revenue = cur.fetchone()
+        if not self.locked:
+            self.sessions[0].commit()
+        print(f"report: {orders} orders, {revenue} cents", flush=True)
+
+    def reset(self) -> None:
+        """Drop every session (after a database error)."""
+        for session in self.sessions:
+            _close(session)
+        self.sessions.clear()
+        self.locked = None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the job until killed."""
+    args = argv if argv is not None else sys.argv[1:]
+    path = Path(args[0])
+    exporter = Exporter()
+    job: dict[str, Any] = json.loads(path.read_text())
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            job = json.loads(path.read_text())
+        try:
+            exporter.adjust(job)
+            exporter.report(job)
+        except Exception as exc:  # noqa: BLE001 - reconnect after the database went away
+            print(f"report failed: {exc}", flush=True)
+            exporter.reset()
+            time.sleep(1)
+        time.sleep(0.5)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import json
 import os
 import queue
 import random
+import signal
 import ssl
 import sys
 import threading
@@ -471,8 +472,22 @@ def main(argv: list[str] | None = None) -> None:
     threading.Thread(target=_memory_watch, args=(rt,), daemon=True).start()
     if rt.service == "notification" and cfg.get("consume", True):
         threading.Thread(target=shop.consume, daemon=True).start()
+    reload = threading.Event()
+
+    def on_hangup(signum: int, frame: Any) -> None:
+        reload.set()
+        server.shutdown()
+
+    signal.signal(signal.SIGHUP, on_hangup)
     rt.log("info", "started", release=shop.release, port=port)
-    server.serve_forever()
+    while True:
+        server.serve_forever()
+        if not reload.is_set():
+            break
+        reload.clear()
+        with contextlib.suppress(OSError, ValueError):
+            rt.config.update(json.loads(cfg_path.read_text()))
+        rt.log("info", "configuration reloaded", release=shop.release)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,327 @@
+"""What an agent can read names nothing, and tampering with monitoring never passes a trial.
+
+Live shops and real Prometheus, supervisord and service processes throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from itbench_sre import agents, faults, scoring, topology
+from itbench_sre.domain import SreDomain
+from itbench_sre.environment import SreEnvironment
+from itbench_sre.spec import SreSpec
+from itbench_sre.tools import READABLE
+
+from itbench.agents import Agent, AgentSpec
+from itbench.models import RunConfig, Submission, TaskView, TrialStatus
+from itbench.registry import Catalog
+from itbench.runner import Runner
+from itbench.session import Bench
+from itbench.tools import Toolbox, ToolError
+
+from .conftest import live, processes_under
+
+#: Scenarios whose faults left self-describing artefacts before (a paused process, a job that
+#: ran only with the fault, a certificate swap) and one of the network family.
+LEAK_CHECKED = ["sre/hung-process-catalog-0", "sre/pg-slow-query", "sre/edge-reset-frontend-cart"]
+
+
+def _wait(predicate: Any, timeout: float, step: float = 0.3) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
+
+
+class Reader(Agent):
+    """Calls every read-only tool broadly and keeps what it saw (task view and workspace too)."""
+
+    seen: dict[str, str] = {}
+
+    def run(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
+        """Read everything there is to read, then submit nothing."""
+        out: dict[str, Any] = {"task": json.loads(task.model_dump_json())}
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("topology", {}),
+            ("alerts", {"include_pending": True}),
+            ("processes", {}),
+            ("query", {"promql": '{__name__=~".+"}'}),
+            ("query", {"promql": "ALERTS"}),
+            ("query_range", {"promql": "up", "minutes": 1, "step_seconds": 5}),
+            ("traces", {"limit": 100}),
+            ("traces", {"errors_only": True, "limit": 100}),
+        ]
+        calls += [("logs", {"service": s.name, "limit": 500}) for s in topology.SERVICES]
+        calls += [("read_config", {"entity": e}) for e in READABLE]
+        for name, args in calls:
+            try:
+                out[f"{name} {json.dumps(args)}"] = toolbox.call(name, **args)
+            except ToolError as exc:
+                out[f"{name} {json.dumps(args)}"] = f"error: {exc}"
+        files = {}
+        for path in Path(task.workspace).rglob("*"):
+            if path.is_file():
+                files[str(path)] = path.read_text(errors="replace")
+        out["workspace"] = {"path": str(task.workspace), "files": files}
+        Reader.seen[task.handle] = json.dumps(out, default=str)
+        return None
+
+
+def _forbidden(spec: SreSpec) -> list[str]:
+    words = {spec.id, spec.id.split("/", 1)[1], spec.title}
+    for f in spec.faults:
+        m = f.mechanism
+        words |= {m, m.replace("_", "-"), m.replace("_", " ")}
+    return sorted(w.lower() for w in words)
+
+
+def test_nothing_an_agent_reads_names_the_scenario(catalog: Catalog, tmp_path: Path) -> None:
+    """Task view, every read-only tool's output and the workspace name no scenario or fault."""
+    bench = Bench()
+    bench.agents["test/reader"] = AgentSpec("test/reader", lambda ctx: Reader())
+    Reader.seen.clear()
+    config = RunConfig(agent="test/reader", scenarios=LEAK_CHECKED, workers=2)
+    outcome = Runner(bench, config, tmp_path / "run").run()
+    assert {r.scenario_id for r in outcome.results} == set(LEAK_CHECKED)
+    assert all(r.status is TrialStatus.failed for r in outcome.results), [
+        (r.scenario_id, r.status, r.error) for r in outcome.results
+    ]
+    assert len(Reader.seen) == len(LEAK_CHECKED)
+    specs = [catalog.scenarios[s] for s in LEAK_CHECKED]
+    forbidden = sorted({w for s in specs for w in _forbidden(s)})  # type: ignore[arg-type]
+    for text in Reader.seen.values():
+        seen = json.loads(text)
+        # The fault-type vocabulary is public and the same in every trial.
+        assert seen["task"]["context"].pop("fault_types") == list(faults.FAULT_TYPES)
+        procs = {p["name"]: p for p in seen["processes {}"]}
+        # The batch job runs in every deployment; no process is in a state naming a fault.
+        assert procs["reports"]["state"] == "RUNNING"
+        assert all(p.get("process_status") != "stopped" for p in procs.values())
+        blob = json.dumps(seen).lower()
+        assert len(blob) > 50_000  # the tools did answer
+        for word in forbidden:
+            assert word not in blob, word
+        # No harness path either: configs name files relative to the shop.
+        assert (
+            str(tmp_path).lower()
+            not in json.dumps(
+                {k: v for k, v in seen.items() if k not in ("task", "workspace")}
+            ).lower()
+        )
+
+
+def test_hung_instance_sleeps_and_does_not_answer(
+    domain: SreDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """A hang is a live, sleeping process that no longer answers, and a restart cures it."""
+    spec = catalog.scenarios["sre/hung-process-currency-0"]
+    assert isinstance(spec, SreSpec)
+    with live(domain, spec, tmp_path) as env:
+        env.setup()
+        env.inject()
+        env.wait_observable(60)
+        box = Toolbox.of(env.tools())
+        proc = {p["name"]: p for p in box.call("processes")}["currency-0"]
+        assert proc["state"] == "RUNNING"
+        assert proc["process_status"] in ("sleeping", "running", "disk-sleep"), proc
+        with open(f"/proc/{proc['pid']}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+        assert state in ("S", "R", "D"), state
+        assert psutil.Process(proc["pid"]).status() != psutil.STATUS_STOPPED
+        url = f"http://127.0.0.1:{env.shop.instance_port('currency-0')}/health"
+        with pytest.raises(OSError):
+            urllib.request.urlopen(url, timeout=1.5)
+        time.sleep(2)
+        assert env.shop.identity("currency-0") == (
+            proc["pid"],
+            psutil.Process(proc["pid"]).create_time(),
+        )
+        box.call("restart", target="currency-0")
+        assert _wait(lambda: _answers(url), 10)
+        assert _wait(lambda: not env.firing(), 30), env.firing()
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def _rule_count(env: SreEnvironment) -> int:
+    groups = env.shop.prom("/api/v1/rules", {})["groups"]
+    return sum(len(g["rules"]) for g in groups)
+
+
+def test_emptied_rules_restored_after_a_reload_fail_mitigation(
+    domain: SreDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """Empty the rules, reload Prometheus, restore the file: the loaded rules give it away.
+
+    The scenario's fault (no queue consumer) leaves the shoppers' workload within its SLO, so
+    without its alert rules the shop would look healthy: only the loaded-rules check fails it.
+    """
+    spec = catalog.scenarios["sre/queue-consumer-stopped"]
+    assert isinstance(spec, SreSpec)
+    with live(domain, spec, tmp_path) as env:
+        env.setup()
+        env.inject()
+        env.wait_observable(60)
+        before = env.fingerprint()
+        rules = env.shop.config_path("prometheus-rules")
+        original = rules.read_text()
+        rules.write_text("groups: []\n")
+        env.shop.sup.signal("prometheus", "HUP")
+        assert _wait(lambda: _rule_count(env) == 0, 15)
+        rules.write_text(original)
+        # The cheat worked on the shop: nothing fires, the files are as setup left them.
+        assert _wait(lambda: not env.firing(), 10)
+        assert env.fingerprint()["alert_rules"] == before["alert_rules"]
+        assert env.harness_problems() == []
+        after = env.fingerprint()
+        assert sorted(k for k in before if before[k] != after[k]) == ["alert_rules_loaded"]
+        intact, problems = env.monitoring_intact()
+        assert not intact and any("alert rules Prometheus has loaded" in p for p in problems)
+        box = Toolbox.of(env.tools())
+        answer = agents.oracle(spec.model_copy(update={"task_types": ["detection"]}), box)
+        evaluation = scoring.evaluate(spec, env, answer, box)
+        assert evaluation.metrics["diagnosis_pass"] is True
+        assert evaluation.metrics["mitigation_pass"] is False
+        assert evaluation.metrics["monitoring_intact"] is False
+        assert not evaluation.passed
+        # A restart with the restored file reloads the right rules, but it is a new process.
+        env.shop.sup.restart("prometheus")
+        assert _wait(lambda: _safe_rule_count(env) > 0, 20)
+        assert any("prometheus was replaced" in p for p in env.harness_problems())
+
+
+def _safe_rule_count(env: SreEnvironment) -> int:
+    try:
+        return _rule_count(env)
+    except RuntimeError:
+        return 0
+
+
+def test_harness_servers_are_out_of_the_tools_and_their_death_shows(
+    domain: SreDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """Tools refuse to operate monitoring; a harness server killed anyway is a harness problem."""
+    spec = catalog.scenarios["sre/control-compatible-release-currency"]
+    with live(domain, spec, tmp_path) as env:
+        env.setup()
+        env.wait_observable(60)
+        box = Toolbox.of(env.tools())
+        first = env.fingerprint()
+        assert env.fingerprint() == first and "unavailable" not in first.values()
+        assert env.harness_problems() == []
+        for target in ("prometheus", "loadgen"):
+            for action in ("restart", "stop", "start"):
+                with pytest.raises(ToolError, match="monitoring platform"):
+                    box.call(action, target=target)
+        for entity in ("prometheus", "prometheus-rules"):
+            assert box.call("read_config", entity=entity)["content"]
+            with pytest.raises(ToolError, match="read-only"):
+                box.call("edit_config", entity=entity, content="groups: []\n")
+        for directive in ("dir /tmp", "dbfilename x.rdb", "logfile /tmp/x", "include /etc/x"):
+            with pytest.raises(ToolError, match="may not be set"):
+                box.call("edit_config", entity="redis", content=f"{directive}\n")
+        with pytest.raises(ToolError, match="must stay"):
+            box.call("edit_config", entity="redis", content="bind 0.0.0.0\n")
+        assert env.harness_problems() == [] and env.fingerprint() == first
+
+        prom = env.shop.identity("prometheus")
+        loadgen = env.shop.identity("loadgen")
+        assert prom is not None and loadgen is not None
+        os.kill(prom[0], signal.SIGKILL)
+        os.kill(loadgen[0], signal.SIGKILL)
+        problems = env.harness_problems()
+        assert any(p.startswith("prometheus") for p in problems), problems
+        assert any(p.startswith("loadgen") for p in problems), problems
+        # supervisord brings them back, as other processes: still a problem.
+        assert _wait(lambda: env.shop.identity("prometheus") not in (None, prom), 20)
+        problems = env.harness_problems()
+        assert any("prometheus was replaced" in p for p in problems), problems
+        supervisord = env.shop.supervisord_identity()
+        assert supervisord is not None
+        os.kill(supervisord[0], signal.SIGKILL)
+        assert _wait(lambda: "supervisord is not running" in env.harness_problems(), 10)
+
+
+def test_thrash_that_mitigates_still_fails_on_diagnosis(
+    domain: SreDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """Rolling back everything cures a retry storm, but the probe's answer names no cause."""
+    spec = catalog.scenarios["sre/retry-storm"]
+    assert isinstance(spec, SreSpec)
+    with live(domain, spec, tmp_path) as env:
+        env.setup()
+        env.inject()
+        env.wait_observable(60)
+        box = Toolbox.of(env.tools())
+        task = TaskView(
+            handle="h",
+            domain="sre",
+            goal=spec.goal,
+            task_types=list(spec.task_types),
+            tools=box.specs(),
+            workspace=tmp_path,
+            deadline="2100-01-01T00:00:00Z",
+            time_limit=spec.time_limit,
+            output_schema={},
+            context=env.context(),
+        )
+        answer = domain.probe("thrash", task, box)
+        assert answer == agents.probe_constant()
+        rolled = {c.arguments["service"] for c in box.calls if c.tool == "rollback"}
+        assert rolled == {"frontend", "catalog"}
+        evaluation = scoring.evaluate(spec, env, answer, box)  # type: ignore[arg-type]
+        assert evaluation.metrics["mitigation_pass"] is True
+        assert evaluation.metrics["localization_pass"] is True
+        assert evaluation.metrics["diagnosis_pass"] is False
+        assert not evaluation.passed
+
+
+def test_teardown_and_recover_use_only_paths_the_harness_holds(
+    domain: SreDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """A path planted in the shop's files never decides what teardown stops or removes."""
+    spec = catalog.scenarios["sre/control-quiet"]
+    decoy = tmp_path / "decoy"
+    decoy.mkdir()
+    bystander = subprocess.Popen(["sleep", "120"], cwd=decoy)
+    try:
+        with live(domain, spec, tmp_path / "a") as env:
+            env.setup()
+            shared = env.shop.shared
+            assert shared is not None and shared.is_dir()
+            (env.shop.ctl / "shared-dir").write_text(str(decoy))
+            (env.shop.shop / "shared-dir").write_text(str(decoy))
+            root = env.shop.root
+        assert processes_under(root) == [] and not shared.exists()
+        assert bystander.poll() is None and decoy.is_dir()
+
+        # A harness that died mid-trial: recover finds the shop from harness-only records.
+        with live(domain, spec, tmp_path / "b") as env:
+            env.setup()
+            shared = env.shop.shared
+            assert shared is not None
+            domain.recover(env.ctx.trial_dir)
+            assert processes_under(env.shop.root) == [] and not shared.exists()
+            assert processes_under(shared) == []
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
