@@ -29,9 +29,8 @@ CATALOG = Path(__file__).resolve().parents[1] / "scenarios" / "sre"
 def env_rss(env: SreEnvironment) -> int:
     """Resident memory of every process belonging to the environment, in bytes."""
     marks = [str(env.shop.root)]
-    shared = env.shop.root / "ctl" / "shared-dir"
-    if shared.exists():
-        marks.append(shared.read_text().strip())
+    if env.shop.shared is not None:
+        marks.append(str(env.shop.shared))
     total = 0
     for proc in psutil.process_iter(["cmdline", "cwd", "memory_info"]):
         try:
