@@ -20,8 +20,8 @@ from pathlib import Path
 from itbench_ciso.domain import CisoDomain
 from itbench_ciso.spec import CisoSpec
 
+from itbench.catalog import ScenarioLoader
 from itbench.domain import TrialContext
-from itbench.registry import ScenarioLoader
 from itbench.tools import Toolbox
 
 CATALOG = Path(__file__).resolve().parents[1] / "scenarios" / "ciso"

@@ -13,8 +13,8 @@ from _common import median_time, use_toy_plugin
 
 use_toy_plugin()
 
-from itbench.registry import ScenarioLoader, scenario_files  # noqa: E402
-from itbench.session import Bench  # noqa: E402
+from itbench.bench import Bench  # noqa: E402
+from itbench.catalog import ScenarioLoader, scenario_files  # noqa: E402
 
 TEMPLATE = """\
 domain: toy

@@ -18,9 +18,9 @@ from _common import use_toy_plugin
 
 use_toy_plugin()
 
+from itbench.bench import Bench  # noqa: E402
 from itbench.models import RunConfig  # noqa: E402
 from itbench.runner import Runner  # noqa: E402
-from itbench.session import Bench  # noqa: E402
 
 TRIALS = 50
 REPEAT = 5

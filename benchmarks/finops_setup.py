@@ -24,8 +24,8 @@ from itbench_finops.prices import load_prices
 from itbench_finops.spec import FinOpsSpec
 from itbench_finops.state import Item
 
+from itbench.catalog import ScenarioLoader
 from itbench.domain import TrialContext
-from itbench.registry import ScenarioLoader
 
 CATALOG = Path(__file__).resolve().parents[1] / "scenarios" / "finops"
 

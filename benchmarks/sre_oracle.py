@@ -13,9 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from itbench.bench import Bench
 from itbench.models import RunConfig, TrialStatus
 from itbench.runner import Runner
-from itbench.session import Bench
 
 
 def run(scenarios: list[str], workers: int, out: Path) -> tuple[float, list]:  # type: ignore[type-arg]

@@ -19,9 +19,9 @@ import psutil
 from itbench_sre.domain import SreDomain
 from itbench_sre.environment import SreEnvironment
 
+from itbench.catalog import ScenarioLoader
 from itbench.domain import TrialContext
 from itbench.ports import PortAllocator
-from itbench.registry import ScenarioLoader
 
 CATALOG = Path(__file__).resolve().parents[1] / "scenarios" / "sre"
 

@@ -1,12 +1,96 @@
-"""itbench: a push-button benchmark harness for AI agents doing IT work."""
+"""itbench: a push-button benchmark harness for AI agents doing IT work.
+
+What this module exports (its ``__all__``) is the public API for plugin authors: domains,
+environments, specs and submissions, tools, agents, executors, reporters, run flags, process
+helpers and errors. Every other module of the package is internal and may change without notice;
+:mod:`itbench.hookspecs` documents the hooks and :mod:`itbench.testing` helps test plugins.
+"""
 
 from __future__ import annotations
 
-import pluggy
+from itbench import netbridge
+from itbench.agents import Agent, AgentContext, AgentSpec
+from itbench.aws_endpoint import AwsEndpoint
+from itbench.command import CommandAgent
+from itbench.domain import Domain, Environment, TrialContext
+from itbench.errors import InfrastructureError, IntegrityError, ToolError, UsageError
+from itbench.executors import Executor, ExecutorSpec
+from itbench.markers import hookimpl
+from itbench.models import (
+    AgentOutput,
+    Complexity,
+    Evaluation,
+    Label,
+    RunManifest,
+    ScenarioSpec,
+    Submission,
+    TaskView,
+    ToolSpec,
+    TrialResult,
+    TrialStatus,
+    Usage,
+)
+from itbench.options import OptionSpec
+from itbench.plan import PlannedTrial
+from itbench.process import (
+    PID_DIR,
+    ManagedProcess,
+    forget_pid,
+    port_open,
+    record_pid,
+    stop_group,
+    stop_marked,
+    stop_recorded,
+    wait_for_port,
+)
+from itbench.reporting.reporters import ReporterSpec
+from itbench.tools import Tool, Toolbox, ToolCall
 
 __version__ = "0.1.0"
 
-#: Marker for plugin hook implementations: ``@itbench.hookimpl def itbench_register_domains(): ...``.
-hookimpl = pluggy.HookimplMarker("itbench")
-
-__all__ = ["__version__", "hookimpl"]
+__all__ = [
+    "PID_DIR",
+    "Agent",
+    "AgentContext",
+    "AgentOutput",
+    "AgentSpec",
+    "AwsEndpoint",
+    "CommandAgent",
+    "Complexity",
+    "Domain",
+    "Environment",
+    "Evaluation",
+    "Executor",
+    "ExecutorSpec",
+    "InfrastructureError",
+    "IntegrityError",
+    "Label",
+    "ManagedProcess",
+    "OptionSpec",
+    "PlannedTrial",
+    "ReporterSpec",
+    "RunManifest",
+    "ScenarioSpec",
+    "Submission",
+    "TaskView",
+    "Tool",
+    "ToolCall",
+    "ToolError",
+    "ToolSpec",
+    "Toolbox",
+    "TrialContext",
+    "TrialResult",
+    "TrialStatus",
+    "Usage",
+    "UsageError",
+    "__version__",
+    "forget_pid",
+    "hookimpl",
+    "netbridge",
+    "port_open",
+    "record_pid",
+    "stop_group",
+    "stop_marked",
+    "stop_recorded",
+    "wait_for_port",
+]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from itbench.domain import Domain
+from itbench.domain import AnyDomain
 from itbench.models import AgentOutput, Label, ScenarioSpec, Submission, TaskView, Usage
 from itbench.tools import Toolbox
 
@@ -44,7 +44,7 @@ class AgentContext:
         protected: Paths no external agent may see (run directory, catalog, packages).
     """
 
-    domain: Domain
+    domain: AnyDomain
     scenario: ScenarioSpec | None = None
     options: dict[str, Any] = field(default_factory=dict)
     sandbox: str = "bwrap"

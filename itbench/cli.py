@@ -17,7 +17,9 @@ import click
 from pydantic import ValidationError
 
 from itbench import __version__, console
+from itbench.bench import Bench
 from itbench.builtin.agents import PROBES
+from itbench.errors import RunDirError, UsageError
 from itbench.models import (
     Complexity,
     RunConfig,
@@ -29,9 +31,8 @@ from itbench.models import (
     TrialStatus,
 )
 from itbench.options import OptionError, parse_flags
-from itbench.results import RunDirError, RunStore
-from itbench.runner import Runner, RunOutcome, UsageError
-from itbench.session import Bench
+from itbench.runner import Runner, RunOutcome
+from itbench.store import RunStore
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -466,7 +467,7 @@ def report(
     bench: Bench, run_dirs: tuple[Path, ...], k: int, out: Path | None, as_json: bool
 ) -> None:
     """Summarize runs: per domain and agent pass rate, pass@k, metrics, timings."""
-    from itbench.report import display_rows, metric_rows, results_frame, summarize
+    from itbench.reporting.frames import display_rows, metric_rows, results_frame, summarize
 
     results: list[TrialResult] = []
     for run_dir in run_dirs:

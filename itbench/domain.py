@@ -8,22 +8,13 @@ import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
+from itbench.errors import InfrastructureError
 from itbench.models import Evaluation, ScenarioSpec, Submission, TaskView
+from itbench.process import stop_recorded
+from itbench.reference import model_reference
 from itbench.tools import Tool, Toolbox
-
-
-class InfrastructureError(Exception):
-    """Setup, injection, readiness or teardown failed: the trial is an ``error``, not a failure."""
-
-
-class IntegrityError(Exception):
-    """What decides the score was tampered with or lost: the trial is ``invalid``.
-
-    Raised by an environment or evaluator that finds its evaluator inputs changed or a harness
-    server gone after the agent's turn. An invalid trial is never a pass and never an ``error``.
-    """
 
 
 @dataclass
@@ -73,7 +64,7 @@ class Environment(ABC):
     """A live environment for one trial.
 
     The runner calls, in order: :meth:`setup`, :meth:`inject`, :meth:`wait_observable`, then
-    hands :meth:`tools` to the agent, asks the domain to evaluate, and always calls
+    :meth:`agent_started` and hands :meth:`tools` to the agent, asks the domain to evaluate, and always calls
     :meth:`teardown` (also after a failure in any earlier step, Ctrl-C or an agent hang).
     Any step may raise :class:`InfrastructureError`.
     """
@@ -83,6 +74,13 @@ class Environment(ABC):
 
     def inject(self) -> None:  # noqa: B027 - optional step
         """Inject the scenario's fault(s). Control scenarios inject nothing."""
+
+    def agent_started(self) -> None:  # noqa: B027 - optional step
+        """Called right before the agent starts, after the task view was built.
+
+        The start of the agent's clock: environments that time detection or mitigation note
+        the time here.
+        """
 
     def wait_observable(self, timeout: float) -> None:  # noqa: B027 - optional step
         """Block until the fault is observable (for example its alert fires).
@@ -127,28 +125,43 @@ class Environment(ABC):
         """
 
 
-class Domain(ABC):
+SpecT = TypeVar("SpecT", bound=ScenarioSpec)
+SubmissionT = TypeVar("SubmissionT", bound=Submission)
+EnvT = TypeVar("EnvT", bound=Environment)
+
+
+class Domain(ABC, Generic[SpecT, SubmissionT, EnvT]):
     """One family of scenarios (sre, ciso, finops, ...), registered by a plugin.
+
+    A domain is generic in its scenario spec, its submission and its environment:
+    ``class MyDomain(Domain[MySpec, MySubmission, MyEnvironment])``. The runner hands every
+    method the domain's own types: specs validated by :attr:`spec_model`, environments made by
+    :meth:`create_environment`, submissions validated by :attr:`submission_model` (once, before
+    scoring), so no method needs to check or convert them.
 
     Subclasses set :attr:`name`, :attr:`spec_model` and :attr:`submission_model` and
     implement environment creation, evaluation and the oracle.
     """
 
     name: ClassVar[str]
-    spec_model: ClassVar[type[ScenarioSpec]]
-    submission_model: ClassVar[type[Submission]]
+    #: The scenario spec (a subclass of :class:`itbench.models.ScenarioSpec`).
+    spec_model: type[SpecT]
+    #: What the agent submits (a subclass of :class:`itbench.models.Submission`).
+    submission_model: type[SubmissionT]
     description: ClassVar[str] = ""
     #: Ports a trial of this domain needs in its block.
     ports_per_trial: ClassVar[int] = 0
+    #: The task types a scenario of this domain may name (empty: any).
+    task_types: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
-    def create_environment(self, spec: ScenarioSpec, ctx: TrialContext) -> Environment:
+    def create_environment(self, spec: SpecT, ctx: TrialContext) -> EnvT:
         """Create (not yet set up) the environment of one trial."""
 
     def task_view(
         self,
-        spec: ScenarioSpec,
-        env: Environment,
+        spec: SpecT,
+        env: EnvT,
         ctx: TrialContext,
         toolbox: Toolbox,
         deadline: Any,
@@ -173,9 +186,9 @@ class Domain(ABC):
     @abstractmethod
     def evaluate(
         self,
-        spec: ScenarioSpec,
-        env: Environment,
-        submission: Submission | None,
+        spec: SpecT,
+        env: EnvT,
+        submission: SubmissionT | None,
         toolbox: Toolbox,
         ctx: TrialContext,
     ) -> Evaluation:
@@ -190,14 +203,14 @@ class Domain(ABC):
         """
 
     @abstractmethod
-    def oracle(self, spec: ScenarioSpec, task: TaskView, toolbox: Toolbox) -> Submission | None:
+    def oracle(self, spec: SpecT, task: TaskView, toolbox: Toolbox) -> SubmissionT | None:
         """Solve the scenario from ground truth, acting only through ``toolbox``."""
 
-    def baseline(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
+    def baseline(self, task: TaskView, toolbox: Toolbox) -> SubmissionT | None:
         """A deterministic heuristic agent that sees only the task view and tools."""
         return None
 
-    def probe(self, kind: str, task: TaskView, toolbox: Toolbox) -> Submission | None:
+    def probe(self, kind: str, task: TaskView, toolbox: Toolbox) -> SubmissionT | None:
         """A probe agent that every valid scenario must fail (``itbench validate`` runs them).
 
         Args:
@@ -213,6 +226,42 @@ class Domain(ABC):
         """
         return None
 
+    def reference_sections(self) -> dict[str, str]:
+        """Extra sections of this domain's field reference: heading to Markdown body.
+
+        The place for what the spec models cannot say: the valid ids of a ``check`` field,
+        the fault mechanisms with their parameters and valid targets, the families.
+        """
+        return {}
+
+    def reference(self) -> str:
+        """The Markdown reference of this domain's scenario fields (``itbench docs`` writes it).
+
+        Generated from :attr:`spec_model`, :attr:`task_types`, :meth:`reference_sections` and
+        :attr:`submission_model`; a test keeps the committed copy in ``docs/`` in sync.
+        """
+        out = [f"# Scenario reference: `{self.name}`", ""]
+        if self.description:
+            out += [self.description, ""]
+        out += [
+            "Generated from the domain's models by `itbench docs`; do not edit by hand.",
+            "",
+            model_reference(self.spec_model, "Scenario fields"),
+        ]
+        if self.task_types:
+            out += [
+                "## Task types",
+                "",
+                "`task_types` takes these values: "
+                + ", ".join(f"`{t}`" for t in self.task_types)
+                + ".",
+                "",
+            ]
+        for heading, body in self.reference_sections().items():
+            out += [f"## {heading}", "", body.strip(), ""]
+        out.append(model_reference(self.submission_model, "Submission fields"))
+        return "\n".join(out).rstrip() + "\n"
+
     def recover(self, trial_dir: Path) -> None:
         """Clean up after a trial whose harness process died (resume calls this).
 
@@ -220,6 +269,8 @@ class Domain(ABC):
         :class:`itbench.process.ManagedProcess` or :func:`itbench.process.record_pid`;
         domains that leave other state behind extend it.
         """
-        from itbench.process import stop_recorded
-
         stop_recorded(trial_dir)
+
+
+#: A domain of any spec, submission and environment types (what the core handles).
+AnyDomain = Domain[Any, Any, Any]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from itbench.models import TrialResult
-    from itbench.runner import PlannedTrial
+    from itbench.plan import PlannedTrial
 
 #: Runs one trial in worker slot ``slot`` (slots own disjoint port blocks and directories).
 TrialFn = Callable[["PlannedTrial", int], "TrialResult | None"]

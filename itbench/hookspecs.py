@@ -13,24 +13,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pluggy
+from itbench.markers import hookspec
 
 if TYPE_CHECKING:
     from itbench.agents import AgentSpec
-    from itbench.domain import Domain
+    from itbench.domain import AnyDomain
     from itbench.executors import ExecutorSpec
     from itbench.models import RunManifest, TrialResult
     from itbench.options import OptionSpec
-    from itbench.reporters import ReporterSpec
-    from itbench.runner import PlannedTrial
-
-hookspec = pluggy.HookspecMarker("itbench")
+    from itbench.plan import PlannedTrial
+    from itbench.reporting.reporters import ReporterSpec
 
 # --- registration -----------------------------------------------------------------------
 
 
 @hookspec
-def itbench_register_domains() -> list[Domain]:
+def itbench_register_domains() -> list[AnyDomain]:
     """Register domains.
 
     Returns:
@@ -75,7 +73,7 @@ def itbench_register_reporters() -> list[ReporterSpec]:
     """Register reporters that turn a run's results into files (CSV, Markdown, ...).
 
     Returns:
-        :class:`itbench.reporters.ReporterSpec` objects; ``itbench report`` runs them all.
+        :class:`itbench.reporting.reporters.ReporterSpec` objects; ``itbench report`` runs them all.
     """
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata as md
 import os
+import threading
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -12,17 +14,21 @@ from typing import Any
 import pluggy
 
 from itbench import hookspecs
+from itbench.markers import PROJECT
 
 ENTRY_POINT_GROUP = "itbench"
 DISABLE_AUTOLOAD_ENV = "ITBENCH_DISABLE_PLUGIN_AUTOLOAD"
 
-#: Core plugins, registered first, in this order.
-BUILTIN_PLUGINS = (
-    "itbench.builtin.agents",
-    "itbench.builtin.executors",
-    "itbench.builtin.reporters",
-    "itbench.builtin.catalog",
-)
+#: Core plugins (name: module), registered first, in this order.
+BUILTIN_PLUGINS = {
+    "itbench.agents": "itbench.builtin.agents",
+    "itbench.executors": "itbench.builtin.executors",
+    "itbench.reporters": "itbench.reporting.reporters",
+    "itbench.scenarios": "itbench.builtin.scenarios",
+}
+#: Hook implementation options itbench does not support: its hooks are called one by one.
+UNSUPPORTED_OPTIONS = ("wrapper", "hookwrapper")
+_HOOK_PREFIX = "itbench_"
 
 
 @dataclass
@@ -57,6 +63,7 @@ class PluginHost:
     pm: pluggy.PluginManager
     infos: dict[str, PluginInfo] = field(default_factory=dict)
     problems: list[PluginProblem] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def call_list(self, hook_name: str, **kwargs: Any) -> list[tuple[str, Any]]:
         """Call a registration hook implementation by implementation.
@@ -79,13 +86,15 @@ class PluginHost:
     def call_each(self, hook_name: str, **kwargs: Any) -> list[tuple[str, Any]]:
         """Call every implementation of ``hook_name``, isolating failures.
 
+        Implementations run in registration order (built-in plugins, entry points, then
+        ``--plugin`` modules), those marked ``tryfirst`` before and ``trylast`` after the
+        others; so where a name can be registered once, the first registration wins.
+
         Returns:
-            ``(plugin name, return value)`` of each implementation that did not raise, in
-            registration order.
+            ``(plugin name, return value)`` of each implementation that did not raise.
         """
-        hook = getattr(self.pm.hook, hook_name)
         results: list[tuple[str, Any]] = []
-        for impl in reversed(hook.get_hookimpls()):  # pluggy lists last-registered first
+        for impl in self.ordered_impls(hook_name):
             args = {a: kwargs[a] for a in impl.argnames}
             try:
                 results.append((impl.plugin_name, impl.function(**args)))
@@ -93,10 +102,30 @@ class PluginHost:
                 self._problem(impl.plugin_name, f"{type(exc).__name__}: {exc}", hook_name)
         return results
 
+    def ordered_impls(self, hook_name: str) -> list[pluggy.HookImpl]:
+        """The implementations of a hook in the order :meth:`call_each` calls them."""
+        rank = {name: i for i, (name, _) in enumerate(self.pm.list_name_plugin())}
+        impls = [
+            impl
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls()
+            if not any(getattr(impl, option, False) for option in UNSUPPORTED_OPTIONS)
+        ]
+
+        def key(impl: pluggy.HookImpl) -> tuple[int, int]:
+            group = 0 if impl.tryfirst else 2 if impl.trylast else 1
+            return group, rank.get(impl.plugin_name, len(rank))
+
+        return sorted(impls, key=key)
+
     def _problem(self, plugin: str, reason: str, hook: str | None = None) -> None:
         problem = PluginProblem(plugin, reason, hook)
-        if all(p.line() != problem.line() for p in self.problems):
-            self.problems.append(problem)
+        with self._lock:
+            if all(p.line() != problem.line() for p in self.problems):
+                self.problems.append(problem)
+
+    def problem(self, plugin: str, reason: str, hook: str | None = None) -> None:
+        """Record a problem of ``plugin`` (once; repeated identical problems are kept once)."""
+        self._problem(plugin, reason, hook)
 
     def hooks_of(self, plugin_name: str) -> list[str]:
         """Names of the hooks a plugin implements."""
@@ -113,6 +142,45 @@ def _register(host: PluginHost, module: ModuleType | object, info: PluginInfo) -
         host._problem(info.name, f"failed to register: {type(exc).__name__}: {exc}")
         return
     host.infos[info.name] = info
+    _check_plugin(host, info.name, module)
+
+
+def _check_plugin(host: PluginHost, name: str, plugin: ModuleType | object) -> None:
+    """Problems of one registered plugin: unknown hooks, unsupported options, unmarked hooks.
+
+    Stands in for ``check_pending``, naming every offending plugin and hook instead of
+    raising at the first.
+    """
+    known = [h for h in dir(host.pm.hook) if h.startswith(_HOOK_PREFIX)]
+    for caller in host.pm.get_hookcallers(plugin) or []:
+        if not caller.has_spec():
+            mine = [i for i in caller.get_hookimpls() if i.plugin_name == name]
+            if mine and all(i.optionalhook for i in mine):
+                continue
+            close = difflib.get_close_matches(caller.name, known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            host._problem(name, f"implements unknown hook {caller.name}{hint}", caller.name)
+            continue
+        for impl in caller.get_hookimpls():
+            if impl.plugin_name != name:
+                continue
+            used = [o for o in UNSUPPORTED_OPTIONS if getattr(impl, o, False)]
+            if used:
+                host._problem(
+                    name,
+                    f"hook option {'='.join((used[0], 'True'))} is not supported (itbench calls "
+                    "each implementation on its own); the implementation is ignored",
+                    caller.name,
+                )
+    marker = f"{PROJECT}_impl"
+    for attr in dir(plugin):
+        if not attr.startswith(_HOOK_PREFIX):
+            continue
+        value = getattr(plugin, attr, None)
+        if callable(value) and not hasattr(value, marker):
+            host._problem(
+                name, f"{attr} is not marked with @itbench.hookimpl, so it is never called", attr
+            )
 
 
 def _import(host: PluginHost, name: str, module_name: str) -> ModuleType | None:
@@ -136,18 +204,13 @@ def make_plugin_manager(
     Returns:
         The plugin host; import or registration problems are in ``host.problems``.
     """
-    pm = pluggy.PluginManager("itbench")
+    pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(hookspecs)
     host = PluginHost(pm)
     core_version = _dist_version("itbench")
-    for module_name in BUILTIN_PLUGINS:
+    for name, module_name in BUILTIN_PLUGINS.items():
         module = importlib.import_module(module_name)
-        short = module_name.rsplit(".", 1)[1]
-        _register(
-            host,
-            module,
-            PluginInfo(f"itbench.{short}", "builtin", "itbench", core_version, module_name),
-        )
+        _register(host, module, PluginInfo(name, "builtin", "itbench", core_version, module_name))
     if autoload is None:
         autoload = os.environ.get(DISABLE_AUTOLOAD_ENV, "") in ("", "0")
     if autoload:

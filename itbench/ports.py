@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from itbench.domain import InfrastructureError
+from itbench.errors import InfrastructureError
 
 #: Ports are handed out in units of this size; a trial takes as many consecutive units as it needs.
 UNIT = 100

@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from itbench.domain import InfrastructureError
+from itbench.errors import InfrastructureError
 
 PID_DIR = "pids"
 _PR_SET_PDEATHSIG = 1

@@ -8,7 +8,6 @@ import hmac
 import json
 import logging
 import os
-import re
 import secrets
 import shutil
 import threading
@@ -24,7 +23,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from itbench.agents import AgentContext, AgentSpec
-from itbench.domain import Domain, Environment, IntegrityError, TrialContext
+from itbench.bench import Bench
+from itbench.domain import AnyDomain, Environment, TrialContext
+from itbench.errors import IntegrityError, UsageError
 from itbench.models import (
     Label,
     RunConfig,
@@ -35,6 +36,7 @@ from itbench.models import (
     TrialResult,
     TrialStatus,
 )
+from itbench.plan import PlannedTrial, plan_trials, trial_id_prefix
 from itbench.ports import PortAllocator, PortBlock
 from itbench.provenance import (
     code_dirs,
@@ -44,19 +46,19 @@ from itbench.provenance import (
     host_info,
     package_versions,
 )
-from itbench.results import RunStore
-from itbench.session import Bench
+from itbench.store import RunStore
 from itbench.tools import Toolbox
 
 log = logging.getLogger("itbench.runner")
 
+#: The run directory's record of plugin problems (absent when there were none).
+PROBLEMS_FILE = "plugin-problems.json"
 #: Seconds an environment may take to make its fault observable, unless overridden.
 DEFAULT_READY_TIMEOUT = 120.0
 #: Seconds an agent past its time limit (or cancelled) gets to stop what it started.
 AGENT_STOP_GRACE = 10.0
 #: Where each workspace gets a neutral alias, so the path an agent sees names no run directory.
 WORKSPACE_ALIASES = Path("/tmp/itbench-workspaces")
-_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def workspace_alias(handle: str, real: Path) -> Path:
@@ -78,59 +80,10 @@ def workspace_alias(handle: str, real: Path) -> Path:
     return alias
 
 
-class UsageError(Exception):
-    """The run cannot start as asked (unknown agent, no scenario selected, ...)."""
-
-
-@dataclass(frozen=True)
-class PlannedTrial:
-    """One (scenario, agent, index) to run, with its seed."""
-
-    trial_id: str
-    scenario: ScenarioSpec
-    agent: str
-    index: int
-    seed: int
-
-
-def trial_seed(run_seed: int, scenario_id: str, agent: str, index: int) -> int:
-    """A stable 31-bit seed for one trial, derived from the run seed (public: in the manifest)."""
-    digest = hashlib.sha256(f"{run_seed}:{scenario_id}:{agent}:{index}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
-
-
 def environment_seed(secret: bytes, trial_id: str, seed: int) -> int:
     """The seed a trial's environment gets: the public seed keyed with the run's secret."""
     digest = hmac.new(secret, f"{trial_id}:{seed}".encode(), hashlib.sha256).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
-
-
-def trial_id_prefix(scenario_id: str) -> str:
-    """The scenario part of a trial id."""
-    return _SAFE.sub("_", scenario_id.replace("/", "."))
-
-
-def trial_id(scenario_id: str, agent: str, index: int) -> str:
-    """Stable trial id ``<scenario>__<agent>__<index>``: harness-side records only.
-
-    What an agent may see is the trial's random handle, never this id.
-    """
-    return f"{trial_id_prefix(scenario_id)}__{_SAFE.sub('_', agent)}__{index}"
-
-
-def plan_trials(specs: list[ScenarioSpec], config: RunConfig) -> list[PlannedTrial]:
-    """Every trial of a run, in a stable order (scenario, then index)."""
-    return [
-        PlannedTrial(
-            trial_id(spec.id, config.agent, i),
-            spec,
-            config.agent,
-            i,
-            trial_seed(config.seed, spec.id, config.agent, i),
-        )
-        for spec in specs
-        for i in range(config.trials)
-    ]
 
 
 def _now() -> datetime:
@@ -149,6 +102,8 @@ class RunOutcome:
     results: list[TrialResult]
     skipped: int = 0
     interrupted: bool = False
+    #: Plugin problems raised while the run ran (a lifecycle or registration hook that raised).
+    problems: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> int:
@@ -238,7 +193,7 @@ class Runner:
         """What no external agent may see: the run directory, catalogs and the code."""
         return [self.run_dir, *self.bench.catalog_paths, *self._code_dirs.values()]
 
-    def code_changed(self, domain: Domain) -> list[str]:
+    def code_changed(self, domain: AnyDomain) -> list[str]:
         """Packages that judge ``domain`` (the core and its own) changed since the run started."""
         own = {"itbench", type(domain).__module__.split(".")[0]}
         dirs = {k: v for k, v in self._code_dirs.items() if k in own}
@@ -299,6 +254,7 @@ class Runner:
             self._recover_unfinished(done)
         if self.on_plan:
             self.on_plan(len(todo), len(trials) - len(todo))
+        known = len(self.bench.host.problems)
         self.bench.host.call_each("itbench_run_started", manifest=manifest, run_dir=self.run_dir)
         self._manifest = manifest
         executor = executor_spec.factory(self.config.workers)
@@ -314,9 +270,37 @@ class Runner:
                 self.bench.host.call_each(
                     "itbench_run_finished", run_dir=self.run_dir, results=results
                 )
+            raised = self._write_problems(known)
         return RunOutcome(
-            self.run_dir, results, skipped=len(trials) - len(todo), interrupted=interrupted
+            self.run_dir,
+            results,
+            skipped=len(trials) - len(todo),
+            interrupted=interrupted,
+            problems=raised,
         )
+
+    def _write_problems(self, known: int) -> list[str]:
+        """Write every plugin problem to ``plugin-problems.json``; return those of this run.
+
+        Problems found while loading plugins were shown before the run; those a hook raised
+        during the run (trial started or finished, agent registration, ...) would otherwise
+        pass unseen, so the caller prints them at the end.
+        """
+        problems = list(self.bench.host.problems)
+        if problems:
+            _write_json(
+                self.run_dir / PROBLEMS_FILE,
+                [
+                    {
+                        "plugin": p.plugin,
+                        "hook": p.hook,
+                        "reason": p.reason,
+                        "during_run": i >= known,
+                    }
+                    for i, p in enumerate(problems)
+                ],
+            )
+        return [p.line() for p in problems[known:]]
 
     def _recover_unfinished(self, done: set[str]) -> None:
         """Stop and remove what trials of a killed harness left (from harness-only records)."""
@@ -333,7 +317,7 @@ class Runner:
             if (alias := WORKSPACE_ALIASES / handle).is_symlink():
                 alias.unlink()
 
-    def _domain_of(self, trial_id: str) -> Domain | None:
+    def _domain_of(self, trial_id: str) -> AnyDomain | None:
         scenario = trial_id.split("__", 1)[0]
         for spec in self.bench.catalog.scenarios.values():
             if trial_id_prefix(spec.id) == scenario:
@@ -367,7 +351,7 @@ class TrialRun:
         self.runner = runner
         self.trial = trial
         self.spec = trial.scenario
-        self.domain: Domain = runner.bench.domains[self.spec.domain]
+        self.domain: AnyDomain = runner.bench.domains[self.spec.domain]
         self.agent_spec = runner.bench.agents[trial.agent]
         self.timings = Timings()
         self.status = TrialStatus.error
@@ -525,6 +509,7 @@ class TrialRun:
                 box["exc"] = exc
                 box["tb"] = traceback.format_exc()
 
+        env.agent_started()
         start = time.perf_counter()
         thread = threading.Thread(target=target, name=f"agent-{self.trial.trial_id}", daemon=True)
         thread.start()

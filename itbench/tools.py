@@ -14,11 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from itbench.errors import ToolError
 from itbench.models import ToolSpec
-
-
-class ToolError(Exception):
-    """A tool call that could not be carried out; the message is shown to the agent."""
 
 
 @dataclass

@@ -24,9 +24,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from itbench import toolclient
+from itbench.errors import ToolError
 from itbench.models import TaskView
 from itbench.toolclient import TOKEN_ENV, URL_ENV, ToolClientError
-from itbench.tools import Toolbox, ToolError, _jsonable
+from itbench.tools import Toolbox, _jsonable
 
 __all__ = [
     "MAX_BODY",

@@ -127,6 +127,6 @@ def workspace_of(run: Path, trial_id: str) -> Path:
 def toy_bench(plugin_site: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """An in-process Bench with only the toy plugin (entry points not autoloaded)."""
     monkeypatch.syspath_prepend(str(plugin_site))
-    from itbench.session import Bench
+    from itbench.bench import Bench
 
     return Bench(plugins=["itbench_toy.plugin"], autoload=False)

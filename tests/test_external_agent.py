@@ -11,8 +11,9 @@ import psutil
 import pytest
 from conftest import CliFn, results, trial_dir
 
+from itbench.errors import ToolError
 from itbench.models import TaskView
-from itbench.tools import Tool, Toolbox, ToolError
+from itbench.tools import Tool, Toolbox
 from itbench.toolserver import ToolClient, ToolServer
 
 AGENT = Path(__file__).parent / "agents" / "toy_cli_agent.py"

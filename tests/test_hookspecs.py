@@ -37,7 +37,7 @@ def test_every_module_function_named_like_a_hook_is_a_spec() -> None:
 def test_builtin_plugins_implement_only_known_hooks() -> None:
     host = make_plugin_manager(autoload=False)
     host.pm.check_pending()  # raises for an implementation without a spec
-    assert [i.module for i in host.infos.values()] == list(BUILTIN_PLUGINS)
+    assert [i.module for i in host.infos.values()] == list(BUILTIN_PLUGINS.values())
     assert not host.problems
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import CliFn
 
-from itbench.registry import ScenarioLoader, expand_matrix
+from itbench.catalog import ScenarioLoader, expand_matrix
 
 GOOD = """\
 domain: toy

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import CliFn
 
-from itbench.report import pass_at_k, results_frame, summarize
-from itbench.results import RunStore
+from itbench.reporting.frames import pass_at_k, results_frame, summarize
+from itbench.store import RunStore
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import ITBENCH, CliFn, _env, results, trial_dir, trial_records
 
-from itbench.results import RunStore
 from itbench.runner import WORKSPACE_ALIASES
+from itbench.store import RunStore
 
 
 def _ids(run: Path) -> list[str]:

@@ -8,7 +8,8 @@ from pathlib import Path
 from conftest import CliFn, results, trial_dir, workspace_of
 
 from itbench.models import RunConfig, TrialStatus
-from itbench.runner import Runner, plan_trials, trial_seed
+from itbench.plan import plan_trials, trial_seed
+from itbench.runner import Runner
 
 
 def test_oracle_passes_noop_fails_and_artifacts_are_written(itbench: CliFn, tmp_path: Path) -> None:

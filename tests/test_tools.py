@@ -9,7 +9,8 @@ from typing import Literal
 
 import pytest
 
-from itbench.tools import Tool, Toolbox, ToolError
+from itbench.errors import ToolError
+from itbench.tools import Tool, Toolbox
 
 
 def logs(

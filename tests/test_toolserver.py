@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from itbench.errors import ToolError
 from itbench.models import TaskView
 from itbench.toolclient import ToolClientError
-from itbench.tools import Tool, Toolbox, ToolError
+from itbench.tools import Tool, Toolbox
 from itbench.toolserver import MAX_BODY, MAX_DEPTH, ToolClient, ToolServer, json_depth
 
 CLIENT = Path(__file__).parents[1] / "itbench" / "toolclient.py"

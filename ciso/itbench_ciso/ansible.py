@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from itbench.process import forget_pid, record_pid, stop_group
+from itbench import forget_pid, record_pid, stop_group
 from itbench_ciso import playrun
 from itbench_ciso.sandbox import Jail, read_back
 

@@ -8,8 +8,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from itbench.moto import ACCESS_KEY, DEFAULT_ACCOUNT, REGION, SECRET_KEY
-from itbench.moto import MotoServer as _MotoServer
+from itbench import AwsEndpoint as _MotoServer
+
+REGION = _MotoServer.REGION
+DEFAULT_ACCOUNT = _MotoServer.ACCOUNT
+ACCESS_KEY = _MotoServer.ACCESS_KEY
+SECRET_KEY = _MotoServer.SECRET_KEY
 
 __all__ = ["DEFAULT_ACCOUNT", "DEFAULT_CREDENTIALS", "REGION", "Credentials", "MotoServer"]
 

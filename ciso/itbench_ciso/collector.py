@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from itbench.process import forget_pid, record_pid, stop_group
+from itbench import forget_pid, record_pid, stop_group
 from itbench_ciso.aws import Credentials
 from itbench_ciso.sandbox import Jail
 

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from itbench.domain import Domain, Environment, InfrastructureError, TrialContext
-from itbench.models import Evaluation, ScenarioSpec, Submission, TaskView
-from itbench.tools import Toolbox
+from itbench import (
+    Domain,
+    Environment,
+    Evaluation,
+    InfrastructureError,
+    ScenarioSpec,
+    Submission,
+    TaskView,
+    Toolbox,
+    TrialContext,
+)
 from itbench_ciso.spec import CisoSpec, CisoSubmission
 
 

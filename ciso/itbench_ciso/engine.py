@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from itbench.domain import InfrastructureError
+from itbench import InfrastructureError
 
 #: The package every single-policy submission declares; its rule ``violations`` is queried.
 PACKAGE = "compliance"
@@ -123,7 +123,7 @@ class EmbeddedEngine(PolicyEngine):
         except OSError as exc:
             raise InfrastructureError(f"cannot start the Rego engine: {exc}") from exc
         if self.trial_dir is not None:
-            from itbench.process import record_pid
+            from itbench import record_pid
 
             record_pid(self.trial_dir, "rego-worker", proc.pid)
         self._buffer = b""
@@ -145,7 +145,7 @@ class EmbeddedEngine(PolicyEngine):
                 if pipe is not None:
                     pipe.close()
         if self.trial_dir is not None:
-            from itbench.process import forget_pid
+            from itbench import forget_pid
 
             forget_pid(self.trial_dir, "rego-worker")
 
@@ -348,7 +348,7 @@ class OpaServer:
     """
 
     def __init__(self, binary: str, port: int, trial_dir: Path) -> None:
-        from itbench.process import ManagedProcess
+        from itbench import ManagedProcess
 
         self.port = port
         self.process = ManagedProcess(
@@ -374,7 +374,7 @@ class OpaServer:
 
     def alive(self) -> bool:
         """Whether the server process runs and listens on its port."""
-        from itbench.process import port_open
+        from itbench import port_open
 
         return self.process.alive() and port_open(self.port)
 

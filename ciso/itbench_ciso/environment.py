@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from itbench.domain import Environment, InfrastructureError, TrialContext
-from itbench.tools import Tool
+from itbench import Environment, InfrastructureError, Tool, TrialContext
 from itbench_ciso.engine import (
     POLICY_TIMEOUT,
     EmbeddedEngine,

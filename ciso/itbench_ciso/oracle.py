@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from itbench.models import TaskView
-from itbench.tools import Toolbox, ToolError
+from itbench import TaskView, Toolbox, ToolError
 from itbench_ciso.spec import CisoSpec, CisoSubmission
 
 

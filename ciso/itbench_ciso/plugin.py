@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from itbench import hookimpl
-from itbench.domain import Domain
-from itbench.options import OptionSpec
+from itbench import Domain, OptionSpec, hookimpl
 
 
 @hookimpl

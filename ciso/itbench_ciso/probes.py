@@ -11,8 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from itbench.models import TaskView
-from itbench.tools import Toolbox
+from itbench import TaskView, Toolbox
 from itbench_ciso.spec import CisoSubmission
 
 _HEAD = "package compliance\n\nimport rego.v1\n\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from itbench.models import Evaluation
+from itbench import Evaluation
 from itbench_ciso.checks import Variant
 
 

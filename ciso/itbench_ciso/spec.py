@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from itbench.models import ScenarioSpec, Submission
+from itbench import ScenarioSpec, Submission
 
 INSTRUCTIONS = {
     "kubernetes": (

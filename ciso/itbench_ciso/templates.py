@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from itbench.models import TaskView
+from itbench import TaskView
 from itbench_ciso.checks.cloud import collector_for
 from itbench_ciso.checks.linux import playbook_for
 from itbench_ciso.spec import CisoSubmission

@@ -13,9 +13,9 @@ from itbench_ciso.domain import CisoDomain
 from itbench_ciso.environment import CisoEnvironment
 from itbench_ciso.spec import CisoSpec, CisoSubmission
 
+from itbench.catalog import Catalog, ScenarioLoader
 from itbench.domain import TrialContext
 from itbench.models import Evaluation, TaskView
-from itbench.registry import Catalog, ScenarioLoader
 from itbench.tools import Toolbox
 
 CATALOG = Path(__file__).resolve().parents[2] / "scenarios" / "ciso"

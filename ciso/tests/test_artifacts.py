@@ -13,7 +13,7 @@ from itbench_ciso.oracle import reference
 from itbench_ciso.sandbox import sandbox_problem
 from itbench_ciso.spec import CisoSpec, CisoSubmission
 
-from itbench.registry import Catalog
+from itbench.catalog import Catalog
 
 from .conftest import judge, live
 

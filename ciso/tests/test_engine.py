@@ -123,7 +123,8 @@ def test_engine_selection_errors_are_infrastructure_errors(tmp_path: Path) -> No
     from itbench_ciso.environment import CisoEnvironment
     from itbench_ciso.spec import CisoSpec
 
-    from itbench.domain import InfrastructureError, TrialContext
+    from itbench.domain import TrialContext
+    from itbench.errors import InfrastructureError
 
     spec = CisoSpec.model_validate(
         {
@@ -169,7 +170,7 @@ def test_spec_errors_name_the_field() -> None:
 
 
 def test_unreachable_opa_server_is_an_infrastructure_error() -> None:
-    from itbench.domain import InfrastructureError
+    from itbench.errors import InfrastructureError
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

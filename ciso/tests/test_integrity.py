@@ -20,8 +20,8 @@ from itbench_ciso.oracle import reference
 from itbench_ciso.sandbox import sandbox_problem
 from itbench_ciso.spec import CisoSpec, CisoSubmission
 
+from itbench.catalog import Catalog
 from itbench.domain import TrialContext
-from itbench.registry import Catalog
 
 from .conftest import free_port, judge, live, toolbox_and_task
 

@@ -24,8 +24,8 @@ from itbench_ciso.oracle import reference
 from itbench_ciso.sandbox import Jail, sandbox_problem, seccomp_program
 from itbench_ciso.spec import CisoSpec, CisoSubmission
 
+from itbench.catalog import Catalog
 from itbench.models import RunConfig, TrialStatus
-from itbench.registry import Catalog
 
 from .conftest import judge, live
 
@@ -198,8 +198,8 @@ def test_no_ground_truth_is_on_disk_while_the_judges_playbook_runs(
 @needs_sandbox
 def test_the_file_handle_agent_fails_end_to_end(tmp_path: Path) -> None:
     """The agent's playbook, in its turn and when judged, cannot open the host's root."""
+    from itbench.bench import Bench
     from itbench.runner import Runner
-    from itbench.session import Bench
 
     agent = tmp_path / "agent" / AGENT.name
     agent.parent.mkdir()

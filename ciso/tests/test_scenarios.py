@@ -8,7 +8,7 @@ import pytest
 from itbench_ciso.domain import CisoDomain
 from itbench_ciso.spec import CisoSpec
 
-from itbench.registry import Catalog
+from itbench.catalog import Catalog
 
 from .conftest import judge, live, toolbox_and_task
 

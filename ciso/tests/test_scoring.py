@@ -12,7 +12,7 @@ from itbench_ciso.families.kubernetes import file_of, original_set, package_of
 from itbench_ciso.scoring import Confusion
 from itbench_ciso.spec import CisoSpec, CisoSubmission
 
-from itbench.registry import Catalog
+from itbench.catalog import Catalog
 
 from .conftest import judge, live
 

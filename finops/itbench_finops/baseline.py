@@ -11,8 +11,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from itbench.models import TaskView
-from itbench.tools import Toolbox, ToolError
+from itbench import TaskView, Toolbox, ToolError
 from itbench_finops.spec import FinOpsSubmission
 
 #: Peak CPU (percent) under which an instance counts as over-provisioned.

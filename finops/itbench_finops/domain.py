@@ -7,10 +7,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from itbench.domain import Domain, Environment, IntegrityError, TrialContext
-from itbench.models import Evaluation, ScenarioSpec, Submission, TaskView
-from itbench.process import stop_recorded
-from itbench.tools import Toolbox
+from itbench import (
+    Domain,
+    Environment,
+    Evaluation,
+    IntegrityError,
+    ScenarioSpec,
+    Submission,
+    TaskView,
+    Toolbox,
+    TrialContext,
+    stop_recorded,
+)
 from itbench_finops.spec import FinOpsSpec, FinOpsSubmission
 
 

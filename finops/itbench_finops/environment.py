@@ -9,8 +9,7 @@ from datetime import date, timedelta
 from importlib import resources
 from typing import Any
 
-from itbench.domain import Environment, InfrastructureError, TrialContext
-from itbench.tools import Tool
+from itbench import Environment, InfrastructureError, Tool, TrialContext
 from itbench_finops.aws import Clients
 from itbench_finops.billing import (
     bill_items,

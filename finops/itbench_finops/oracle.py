@@ -6,8 +6,7 @@ import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from itbench.models import TaskView
-from itbench.tools import Toolbox, ToolError
+from itbench import TaskView, Toolbox, ToolError
 from itbench_finops.optimum import (
     best_commitment,
     hourly_compute,

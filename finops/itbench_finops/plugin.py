@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from itbench import hookimpl
-from itbench.domain import Domain
+from itbench import Domain, hookimpl
 
 
 @hookimpl

@@ -12,8 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from itbench.models import TaskView
-from itbench.tools import Toolbox, ToolError
+from itbench import TaskView, Toolbox, ToolError
 from itbench_finops.server import MANAGEMENT_ACCOUNT
 from itbench_finops.spec import FinOpsSubmission
 

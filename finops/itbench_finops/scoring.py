@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from itbench.models import Evaluation
+from itbench import Evaluation
 from itbench_finops.billing import item_cost, monthly_cost, quantity
 from itbench_finops.optimum import (
     best_commitment,

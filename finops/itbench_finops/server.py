@@ -18,10 +18,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from itbench.domain import InfrastructureError
-from itbench.moto import ACCESS_KEY, REGION, SECRET_KEY
-from itbench.moto import DEFAULT_ACCOUNT as MANAGEMENT_ACCOUNT
-from itbench.moto import MotoServer as _MotoServer
+from itbench import AwsEndpoint as _MotoServer
+from itbench import InfrastructureError
 from itbench_finops.admin import (
     ACCOUNTS_VARIABLE,
     ADMIN_HEADER,
@@ -32,6 +30,11 @@ from itbench_finops.admin import (
 )
 
 __all__ = ["ACCESS_KEY", "MANAGEMENT_ACCOUNT", "REGION", "SECRET_KEY", "MotoServer"]
+
+REGION = _MotoServer.REGION
+MANAGEMENT_ACCOUNT = _MotoServer.ACCOUNT
+ACCESS_KEY = _MotoServer.ACCESS_KEY
+SECRET_KEY = _MotoServer.SECRET_KEY
 
 #: Seconds the identity check waits for an answer (a stopped server never answers).
 IDENTITY_TIMEOUT = 10.0

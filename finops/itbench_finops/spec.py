@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from itbench.models import ScenarioSpec, Submission
+from itbench import ScenarioSpec, Submission
 
 Family = Literal[
     "anomaly", "idle", "rightsizing", "budget", "autoscaling", "allocation", "commitment"

@@ -8,7 +8,7 @@ from collections import defaultdict
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from itbench.tools import Tool, ToolError
+from itbench import Tool, ToolError
 from itbench_finops.server import MANAGEMENT_ACCOUNT
 
 if TYPE_CHECKING:

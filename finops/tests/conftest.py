@@ -13,8 +13,8 @@ from itbench_finops.domain import FinOpsDomain
 from itbench_finops.environment import FinOpsEnvironment
 from itbench_finops.spec import FinOpsSpec
 
+from itbench.catalog import Catalog, ScenarioLoader
 from itbench.domain import TrialContext
-from itbench.registry import Catalog, ScenarioLoader
 from itbench.tools import Toolbox
 
 CATALOG = Path(__file__).resolve().parents[2] / "scenarios" / "finops"

@@ -20,9 +20,10 @@ import pytest
 from itbench_finops.domain import FinOpsDomain
 from itbench_finops.spec import FinOpsSpec, FinOpsSubmission
 
+from itbench.catalog import Catalog
+from itbench.errors import ToolError
 from itbench.process import port_open
-from itbench.registry import Catalog
-from itbench.tools import Toolbox, ToolError
+from itbench.tools import Toolbox
 
 from .conftest import live, toolbox_and_task
 from .test_models import telltales

@@ -27,8 +27,8 @@ from itbench_finops.domain import FinOpsDomain
 from itbench_finops.environment import FinOpsEnvironment
 from itbench_finops.spec import FinOpsSpec
 
+from itbench.catalog import Catalog
 from itbench.models import Evaluation
-from itbench.registry import Catalog
 
 from .conftest import live, toolbox_and_task
 

@@ -29,8 +29,8 @@ from itbench_finops.environment import FinOpsEnvironment
 from itbench_finops.prices import PriceTable
 from itbench_finops.spec import FinOpsSpec, FinOpsSubmission, Truth
 
-from itbench.domain import IntegrityError
-from itbench.registry import Catalog
+from itbench.catalog import Catalog
+from itbench.errors import IntegrityError
 from itbench.tools import Toolbox
 
 from .conftest import free_port, live, toolbox_and_task

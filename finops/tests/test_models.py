@@ -14,8 +14,8 @@ from itbench_finops.optimum import best_commitment, best_type, commitment_saving
 from itbench_finops.prices import load_prices
 from itbench_finops.spec import FinOpsSpec
 
+from itbench.catalog import Catalog, ScenarioLoader
 from itbench.plugins import make_plugin_manager
-from itbench.registry import Catalog, ScenarioLoader
 
 
 def test_plugin_registers_the_domain() -> None:

@@ -13,7 +13,7 @@ import pytest
 from itbench_finops.domain import FinOpsDomain
 from itbench_finops.spec import FinOpsSpec
 
-from itbench.registry import Catalog, ScenarioLoader
+from itbench.catalog import Catalog, ScenarioLoader
 
 from .conftest import CATALOG, live, toolbox_and_task
 

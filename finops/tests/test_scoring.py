@@ -12,7 +12,7 @@ from itbench_finops.scoring import Trial, evaluate
 from itbench_finops.spec import FinOpsSpec, FinOpsSubmission, Recommendation
 from itbench_finops.state import Item
 
-from itbench.registry import Catalog
+from itbench.catalog import Catalog
 
 from .conftest import live, toolbox_and_task
 

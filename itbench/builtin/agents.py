@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from itbench import hookimpl, leakprobe
+from itbench import leakprobe
 from itbench.agents import Agent, AgentContext, AgentSpec, BaselineAgent, NoopAgent, OracleAgent
-from itbench.external import CommandAgent
+from itbench.command import CommandAgent
+from itbench.markers import hookimpl
 from itbench.models import Submission, TaskView
 from itbench.tools import Toolbox
 

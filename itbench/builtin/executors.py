@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from itbench import hookimpl
 from itbench.executors import ExecutorSpec, LocalExecutor
+from itbench.markers import hookimpl
 
 
 @hookimpl

@@ -9,9 +9,7 @@ from typing import Any
 from itbench_sre import faults, topology
 from itbench_sre.spec import SreSpec, SreSubmission
 
-from itbench.agents import Agent, AgentContext
-from itbench.models import TaskView
-from itbench.tools import Toolbox, ToolError
+from itbench import Agent, AgentContext, TaskView, Toolbox, ToolError
 
 #: Uptime after which an instance that does not answer is hung rather than starting.
 _SETTLED_S = 3.0

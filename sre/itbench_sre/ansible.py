@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from itbench.domain import InfrastructureError
+from itbench import InfrastructureError
 
 PLAYBOOKS = Path(__file__).resolve().parent / "playbooks"
 

@@ -10,10 +10,19 @@ from itbench_sre.embedded import recorded_shared, sweep
 from itbench_sre.environment import SreEnvironment, trial_root
 from itbench_sre.spec import SreSpec, SreSubmission
 
-from itbench.domain import Domain, Environment, TrialContext
-from itbench.models import Evaluation, ScenarioSpec, Submission, TaskView
-from itbench.process import PID_DIR, stop_group, stop_recorded
-from itbench.tools import Toolbox
+from itbench import (
+    PID_DIR,
+    Domain,
+    Environment,
+    Evaluation,
+    ScenarioSpec,
+    Submission,
+    TaskView,
+    Toolbox,
+    TrialContext,
+    stop_group,
+    stop_recorded,
+)
 
 
 class SreDomain(Domain):

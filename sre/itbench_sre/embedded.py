@@ -23,8 +23,7 @@ from itbench_sre.backend import ChangeSet, ShopBackend
 from itbench_sre.rules import alert_rules
 from itbench_sre.supervisor import Supervisor
 
-from itbench.domain import InfrastructureError
-from itbench.process import ManagedProcess, port_open, record_pid, stop_marked
+from itbench import InfrastructureError, ManagedProcess, port_open, record_pid, stop_marked
 
 log = logging.getLogger("itbench.sre")
 

@@ -16,8 +16,7 @@ from itbench_sre.embedded import JOB_PROGRAM, EmbeddedShop
 from itbench_sre.spec import NoiseSpec, SreSpec
 from itbench_sre.tools import ActionJournal, build_tools
 
-from itbench.domain import Environment, InfrastructureError, TrialContext
-from itbench.tools import Tool
+from itbench import Environment, InfrastructureError, Tool, TrialContext
 
 #: Releases that change nothing visible (used by the compatible-release noise).
 _BUGGY = {"catalog", "cart", "payment"}

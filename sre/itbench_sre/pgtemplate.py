@@ -17,8 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from itbench.domain import InfrastructureError
-from itbench.process import port_open
+from itbench import InfrastructureError, port_open
 
 PG_BIN = Path(os.environ.get("ITBENCH_SRE_PG_BIN", "/usr/lib/postgresql/15/bin"))
 TEMPLATE_VERSION = "shop-v1"

@@ -6,9 +6,7 @@ catalog already loads.
 
 from __future__ import annotations
 
-from itbench import hookimpl
-from itbench.agents import AgentSpec
-from itbench.domain import Domain
+from itbench import AgentSpec, Domain, hookimpl
 
 
 @hookimpl

@@ -9,8 +9,7 @@ from itbench_sre import topology
 from itbench_sre.environment import SreEnvironment
 from itbench_sre.spec import GroundTruth, SreSpec, SreSubmission
 
-from itbench.models import Evaluation
-from itbench.tools import Toolbox
+from itbench import Evaluation, Toolbox
 
 #: Localization is scored on the first k submitted entities for these k.
 TOP_K = (1, 3)

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from itbench_sre import faults, topology
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from itbench.models import ScenarioSpec, Submission
+from itbench import ScenarioSpec, Submission
 
 TASK_TYPES = ("detection", "localization", "diagnosis", "mitigation")
 

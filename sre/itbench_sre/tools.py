@@ -21,7 +21,7 @@ from itbench_sre import topology
 from itbench_sre.backend import ShopBackend
 from itbench_sre.embedded import CONFIG_ENTITIES, JOB_PROGRAM, service_of
 
-from itbench.tools import Tool, ToolError
+from itbench import Tool, ToolError
 
 #: Entities whose configuration the agent may read and edit (the shop's services and Redis).
 EDITABLE = tuple(e for e in CONFIG_ENTITIES if e not in topology.MONITORING)

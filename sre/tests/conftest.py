@@ -12,12 +12,12 @@ from itbench_sre.domain import SreDomain
 from itbench_sre.environment import SreEnvironment
 from itbench_sre.spec import SreSpec
 
+from itbench.bench import Bench
+from itbench.catalog import Catalog, ScenarioLoader
 from itbench.domain import TrialContext
 from itbench.models import RunConfig, TrialResult
 from itbench.ports import PortAllocator
-from itbench.registry import Catalog, ScenarioLoader
 from itbench.runner import Runner
-from itbench.session import Bench
 
 CATALOG = Path(__file__).resolve().parents[2] / "scenarios" / "sre"
 

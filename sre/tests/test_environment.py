@@ -12,8 +12,8 @@ from itbench_sre import faults, topology
 from itbench_sre.domain import SreDomain
 from itbench_sre.environment import SreEnvironment
 
+from itbench.catalog import Catalog
 from itbench.process import port_open
-from itbench.registry import Catalog
 from itbench.tools import Toolbox
 
 from .conftest import live, processes_under

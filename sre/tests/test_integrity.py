@@ -23,11 +23,12 @@ from itbench_sre.spec import SreSpec
 from itbench_sre.tools import READABLE
 
 from itbench.agents import Agent, AgentSpec
+from itbench.bench import Bench
+from itbench.catalog import Catalog
+from itbench.errors import ToolError
 from itbench.models import RunConfig, Submission, TaskView, TrialStatus
-from itbench.registry import Catalog
 from itbench.runner import Runner
-from itbench.session import Bench
-from itbench.tools import Toolbox, ToolError
+from itbench.tools import Toolbox
 
 from .conftest import live, processes_under
 

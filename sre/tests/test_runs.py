@@ -58,9 +58,9 @@ def test_external_program_uses_the_same_tools(tmp_path: Path) -> None:
     """
     import os
 
+    from itbench.bench import Bench
     from itbench.models import RunConfig
     from itbench.runner import Runner
-    from itbench.session import Bench
 
     script = tmp_path / "agent" / "agent.sh"
     script.parent.mkdir()

@@ -14,7 +14,7 @@ from itbench_sre.scoring import judge_answer
 from itbench_sre.spec import SreSpec
 from pydantic import ValidationError
 
-from itbench.registry import Catalog
+from itbench.catalog import Catalog
 
 
 def test_catalog_is_complete(catalog: Catalog) -> None:

@@ -10,15 +10,14 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from itbench.models import Evaluation
-from itbench.tools import Tool
+from itbench import Evaluation, Tool
 from itbench_ciso.checks import Variant
 from itbench_ciso.engine import PACKAGE, RULE, PolicyEngine
 from itbench_ciso.scoring import Confusion, evaluation
 from itbench_ciso.spec import CisoSpec, CisoSubmission
 
 if TYPE_CHECKING:
-    from itbench.domain import TrialContext
+    from itbench import TrialContext
 
 
 class Runtime(ABC):

@@ -7,10 +7,7 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from itbench.domain import InfrastructureError
-from itbench.models import Evaluation
-from itbench.process import port_open
-from itbench.tools import Tool
+from itbench import Evaluation, InfrastructureError, Tool, port_open
 from itbench_ciso.ansible import PlayOutcome, run_playbook
 from itbench_ciso.aws import DEFAULT_CREDENTIALS, REGION, MotoServer
 from itbench_ciso.checks import cloud

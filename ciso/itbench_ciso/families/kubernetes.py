@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from itbench.models import Evaluation
-from itbench.tools import Tool, ToolError
+from itbench import Evaluation, Tool, ToolError
 from itbench_ciso.checks import k8s
 from itbench_ciso.engine import PACKAGE, RULE, PolicyError
 from itbench_ciso.families import Runtime, digest, timer

@@ -8,8 +8,7 @@ from typing import Any
 
 import yaml
 
-from itbench.models import Evaluation
-from itbench.tools import Tool
+from itbench import Evaluation, Tool
 from itbench_ciso.ansible import PlayOutcome, inventory, run_playbook
 from itbench_ciso.checks import Variant, linux
 from itbench_ciso.engine import PACKAGE, RULE

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import time
 
-from itbench.agents import Agent, AgentContext
-from itbench.models import Submission, TaskView
-from itbench.tools import Toolbox
+from itbench import Agent, AgentContext, Submission, TaskView, Toolbox
 from itbench_toy.domain import ToySubmission
 
 

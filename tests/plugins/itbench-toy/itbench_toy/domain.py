@@ -22,10 +22,21 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from itbench.domain import Domain, Environment, InfrastructureError, TrialContext
-from itbench.models import Evaluation, ScenarioSpec, Submission, TaskView
-from itbench.process import ManagedProcess, port_open
-from itbench.tools import Tool, Toolbox, ToolError
+from itbench import (
+    Domain,
+    Environment,
+    Evaluation,
+    InfrastructureError,
+    ManagedProcess,
+    ScenarioSpec,
+    Submission,
+    TaskView,
+    Tool,
+    Toolbox,
+    ToolError,
+    TrialContext,
+    port_open,
+)
 
 #: Values at or above this are invalid (an evaluator input: fingerprinted).
 LIMIT = 1000

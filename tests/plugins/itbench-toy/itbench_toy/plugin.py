@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from itbench import hookimpl
-from itbench.agents import AgentSpec
-from itbench.domain import Domain
-from itbench.options import OptionSpec
+from itbench import AgentSpec, Domain, OptionSpec, hookimpl
 from itbench_toy.agents import crasher, sleeper, solver
 from itbench_toy.domain import ToyDomain
 

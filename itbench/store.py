@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from itbench.errors import RunDirError
 from itbench.models import RunManifest, TrialResult
 
 MANIFEST = "manifest.json"
@@ -20,10 +21,6 @@ WORKSPACES = "workspaces"
 SECRET = "secret"
 #: The harness-only record in each trial directory that names its trial.
 TRIAL_RECORD = "trial.json"
-
-
-class RunDirError(Exception):
-    """A run directory that cannot be used (missing or malformed manifest or results)."""
 
 
 class RunStore:

@@ -1,15 +1,33 @@
-"""Built-in reporters: CSV and Markdown summary tables."""
+"""Reporters: what a reporter is, and the built-in CSV and Markdown ones (a core plugin)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from itbench import hookimpl
-from itbench.reporters import ReporterSpec
+from itbench.markers import hookimpl
+from itbench.reporting.frames import markdown_table
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+@dataclass
+class ReporterSpec:
+    """A registered reporter.
+
+    Attributes:
+        name: Reporter name.
+        write: ``write(summary, out_dir)`` writes files for the summary frame (one row per
+            domain and agent) and returns their paths.
+        description: One line for listings.
+    """
+
+    name: str
+    write: Callable[[pd.DataFrame, Path], list[Path]]
+    description: str = ""
 
 
 def write_csv(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
@@ -21,8 +39,6 @@ def write_csv(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
 
 def write_markdown(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Write ``report.md``, a GitHub-flavoured Markdown table."""
-    from itbench.report import markdown_table
-
     path = out_dir / "report.md"
     path.write_text(markdown_table(summary), encoding="utf-8")
     return [path]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from itbench import hookimpl
+from itbench.markers import hookimpl
 
 #: ``scenarios/`` beside the ``itbench`` package in a source checkout (editable install).
 REPO_CATALOG = Path(__file__).resolve().parents[2] / "scenarios"

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from itbench.domain import Domain
+from itbench.domain import AnyDomain
 from itbench.models import ScenarioSpec
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built with it
@@ -172,7 +172,7 @@ def _field_of(err: dict[str, Any]) -> str:
 class ScenarioLoader:
     """Loads scenario files against the registered domains' specs."""
 
-    def __init__(self, domains: dict[str, Domain]) -> None:
+    def __init__(self, domains: dict[str, AnyDomain]) -> None:
         self.domains = domains
 
     def load(self, roots: Sequence[Path]) -> Catalog:

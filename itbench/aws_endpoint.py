@@ -1,4 +1,4 @@
-"""A moto server owned by one trial: the AWS wire protocol on 127.0.0.1.
+"""An AWS endpoint owned by one trial: a moto server speaking the AWS wire protocol on 127.0.0.1.
 
 Shared by the domains whose environments are AWS accounts. The core does not import moto: the
 server runs as a subprocess of the domain's own distribution, which depends on ``moto[server]``.
@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from itbench.domain import InfrastructureError
+from itbench.errors import InfrastructureError
 from itbench.process import ManagedProcess, wait_for_port
 
 REGION = "us-east-1"
@@ -23,8 +23,11 @@ ACCESS_KEY = "AKIAIOSFODNN7EXAMPLE"
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
 
-class MotoServer:
+class AwsEndpoint:
     """A moto server process owned by one trial.
+
+    The class attributes are the endpoint's region, its default account and the key pair that
+    maps to that account.
 
     Args:
         port: TCP port on 127.0.0.1 (from the trial's block).
@@ -32,6 +35,11 @@ class MotoServer:
         module: The Python module run as the server (``python -m MODULE -H HOST -p PORT``); a
             domain that extends moto's API passes its own.
     """
+
+    REGION = REGION
+    ACCOUNT = DEFAULT_ACCOUNT
+    ACCESS_KEY = ACCESS_KEY
+    SECRET_KEY = SECRET_KEY
 
     def __init__(self, port: int, trial_dir: Path, module: str = "moto.server") -> None:
         self.port = port

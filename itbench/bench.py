@@ -1,0 +1,118 @@
+"""A bench: plugins loaded, their registrations collected, the catalog on demand."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any, TypeVar
+
+from itbench.agents import AgentSpec
+from itbench.catalog import Catalog, ScenarioLoader
+from itbench.domain import AnyDomain, Domain
+from itbench.executors import ExecutorSpec
+from itbench.options import OptionSpec
+from itbench.plugins import PluginHost, make_plugin_manager
+from itbench.reporting.reporters import ReporterSpec
+
+T = TypeVar("T")
+
+
+class Bench:
+    """Everything the CLI and the runner need from the plugins.
+
+    Args:
+        plugins: Extra plugin modules (``--plugin``).
+        scenario_paths: Extra catalog directories (``--scenario-path``).
+        autoload: Whether to load entry-point plugins (default: unless disabled by env var).
+    """
+
+    def __init__(
+        self,
+        plugins: Sequence[str] = (),
+        scenario_paths: Sequence[str | Path] = (),
+        autoload: bool | None = None,
+    ) -> None:
+        self.host: PluginHost = make_plugin_manager(list(plugins), autoload=autoload)
+        self.extra_paths = [Path(p) for p in scenario_paths]
+
+    def registered(self, hook: str, kind: str, cls: type[T]) -> dict[str, T]:
+        """The items a registration hook returned, by name; the first registration wins.
+
+        Items that are not ``cls`` instances, have no name or repeat a name are reported as
+        problems of the plugin that returned them and left out.
+        """
+        out: dict[str, T] = {}
+        owner: dict[str, str] = {}
+        for plugin, item in self.host.call_list(hook):
+            if not isinstance(item, cls):
+                self.host.problem(
+                    plugin,
+                    f"registered {type(item).__name__} {item!r:.80}; expected a {cls.__name__}",
+                    hook,
+                )
+                continue
+            name = getattr(item, "name", None)
+            if not isinstance(name, str) or not name:
+                self.host.problem(plugin, f"registered a {kind} without a name: {item!r:.80}", hook)
+                continue
+            if name in out:
+                self.host.problem(
+                    plugin,
+                    f"{kind} {name!r} is already registered by plugin {owner[name]!r}; ignored",
+                    hook,
+                )
+                continue
+            out[name] = item
+            owner[name] = plugin
+        return out
+
+    @cached_property
+    def domains(self) -> dict[str, AnyDomain]:
+        """Registered domains by name."""
+        found: dict[str, Any] = self.registered("itbench_register_domains", "domain", Domain)
+        return found
+
+    @cached_property
+    def agents(self) -> dict[str, AgentSpec]:
+        """Registered agents by name."""
+        return self.registered("itbench_register_agents", "agent", AgentSpec)
+
+    @cached_property
+    def executors(self) -> dict[str, ExecutorSpec]:
+        """Registered executors by name."""
+        return self.registered("itbench_register_executors", "executor", ExecutorSpec)
+
+    @cached_property
+    def reporters(self) -> dict[str, ReporterSpec]:
+        """Registered reporters by name."""
+        return self.registered("itbench_register_reporters", "reporter", ReporterSpec)
+
+    @cached_property
+    def options(self) -> dict[str, OptionSpec]:
+        """Registered run flags by name."""
+        return self.registered("itbench_register_options", "option", OptionSpec)
+
+    @cached_property
+    def catalog_paths(self) -> list[Path]:
+        """Catalog directories: plugin-registered first, then ``--scenario-path`` ones."""
+        paths: list[Path] = []
+        for plugin, item in self.host.call_list("itbench_register_catalog_paths"):
+            if isinstance(item, str | Path):
+                paths.append(Path(item))
+            else:
+                self.host.problem(
+                    plugin,
+                    f"registered {type(item).__name__} {item!r:.80}; expected a path",
+                    "itbench_register_catalog_paths",
+                )
+        return paths + self.extra_paths
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        """The loaded scenario catalog."""
+        return ScenarioLoader(self.domains).load(self.catalog_paths)
+
+    def problem_lines(self) -> list[str]:
+        """One line per plugin problem seen so far."""
+        return [p.line() for p in self.host.problems]
