@@ -15,10 +15,10 @@ def _type_of(schema: dict[str, Any]) -> str:
     if "const" in schema:
         return f"`{json.dumps(schema['const'])}`"
     if "enum" in schema:
-        return " \\| ".join(f"`{json.dumps(v)}`" for v in schema["enum"])
+        return " | ".join(f"`{json.dumps(v)}`" for v in schema["enum"])
     for key in ("anyOf", "oneOf"):
         if key in schema:
-            return " \\| ".join(_type_of(s) for s in schema[key])
+            return " | ".join(_type_of(s) for s in schema[key])
     kind = schema.get("type")
     if kind == "array":
         return f"list of {_type_of(schema.get('items', {}))}"
@@ -28,7 +28,7 @@ def _type_of(schema: dict[str, Any]) -> str:
             return f"map of {_type_of(extra)}"
         return "object"
     if isinstance(kind, list):
-        return " \\| ".join(str(k) for k in kind)
+        return " | ".join(str(k) for k in kind)
     return str(kind or "any")
 
 
