@@ -48,7 +48,7 @@ class Bench:
             if not isinstance(item, cls):
                 self.host.problem(
                     plugin,
-                    f"registered {type(item).__name__} {item!r:.80}; expected a {cls.__name__}",
+                    f"registered {type(item).__name__} {item!r:.80}; expected {cls.__name__}",
                     hook,
                 )
                 continue
@@ -103,7 +103,7 @@ class Bench:
             else:
                 self.host.problem(
                     plugin,
-                    f"registered {type(item).__name__} {item!r:.80}; expected a path",
+                    f"registered {type(item).__name__} {item!r:.80}; expected a Path",
                     "itbench_register_catalog_paths",
                 )
         return paths + self.extra_paths

@@ -3,9 +3,18 @@
 A plugin is a module (or object) with functions decorated by :data:`itbench.hookimpl` whose
 names match the hooks below. Plugins are found, in order: the built-in core plugins, the
 entry points of group ``itbench`` (skipped when ``ITBENCH_DISABLE_PLUGIN_AUTOLOAD=1``), then
-each ``--plugin MODULE`` option. Registration hooks return lists; the core concatenates the
-lists of all plugins. A plugin whose hook raises is reported by name and the other plugins'
-results are kept.
+each ``--plugin MODULE`` option. A plugin imports only what :mod:`itbench` exports (its
+``__all__``); every other module is internal.
+
+Registration hooks return lists; the core concatenates the lists of all plugins in
+registration order (implementations marked ``tryfirst`` first, ``trylast`` last), so when two
+plugins register the same name, the first registration wins and the later plugin is reported.
+Every mistake of a plugin is a *problem* naming the plugin and the hook, printed by every
+command and written to a run directory's ``plugin-problems.json``, while the other plugins keep
+working: an import or registration failure, a hook that raises, an item of the wrong type, an
+implementation of a hook that does not exist (a misspelling), an ``itbench_*`` function without
+the marker, or an unsupported option (``wrapper``/``hookwrapper``: itbench calls each
+implementation on its own). ``itbench plugins`` lists them and exits 1 when there are any.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ def itbench_register_domains() -> list[AnyDomain]:
     """Register domains.
 
     Returns:
-        Domain instances (subclasses of :class:`itbench.domain.Domain`). Each domain name
+        Domain instances (subclasses of :class:`itbench.Domain`). Each domain name
         must be unique across plugins; a duplicate is reported and the first one wins.
     """
 
@@ -55,7 +64,7 @@ def itbench_register_agents() -> list[AgentSpec]:
     """Register agents.
 
     Returns:
-        :class:`itbench.agents.AgentSpec` objects; ``--agent NAME`` selects one by name.
+        :class:`itbench.AgentSpec` objects; ``--agent NAME`` selects one by name.
     """
 
 
@@ -64,7 +73,7 @@ def itbench_register_executors() -> list[ExecutorSpec]:
     """Register executors that run a list of trials (local processes, a cluster, ...).
 
     Returns:
-        :class:`itbench.executors.ExecutorSpec` objects; ``--executor NAME`` selects one.
+        :class:`itbench.ExecutorSpec` objects; ``--executor NAME`` selects one.
     """
 
 
@@ -73,7 +82,7 @@ def itbench_register_reporters() -> list[ReporterSpec]:
     """Register reporters that turn a run's results into files (CSV, Markdown, ...).
 
     Returns:
-        :class:`itbench.reporting.reporters.ReporterSpec` objects; ``itbench report`` runs them all.
+        :class:`itbench.ReporterSpec` objects; ``itbench report`` runs them all.
     """
 
 
@@ -82,11 +91,11 @@ def itbench_register_options() -> list[OptionSpec]:
     """Register run flags of ``itbench evaluate`` and ``itbench validate``.
 
     A flag ``--NAME VALUE`` sets the trial option ``KEY`` that the domain reads from
-    :attr:`itbench.domain.TrialContext.options`, exactly as ``--option KEY=VALUE`` does, but
+    :attr:`itbench.TrialContext.options`, exactly as ``--option KEY=VALUE`` does, but
     with its own name, help and allowed values in listings and error messages.
 
     Returns:
-        :class:`itbench.options.OptionSpec` objects; each flag name must be unique.
+        :class:`itbench.OptionSpec` objects; each flag name must be unique.
     """
 
 

@@ -151,7 +151,11 @@ def _check_plugin(host: PluginHost, name: str, plugin: ModuleType | object) -> N
     Stands in for ``check_pending``, naming every offending plugin and hook instead of
     raising at the first.
     """
-    known = [h for h in dir(host.pm.hook) if h.startswith(_HOOK_PREFIX)]
+    known = [
+        h
+        for h in dir(host.pm.hook)
+        if h.startswith(_HOOK_PREFIX) and getattr(host.pm.hook, h).has_spec()
+    ]
     for caller in host.pm.get_hookcallers(plugin) or []:
         if not caller.has_spec():
             mine = [i for i in caller.get_hookimpls() if i.plugin_name == name]

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from itbench import (
-    Domain,
-    Environment,
-    Evaluation,
-    InfrastructureError,
-    ScenarioSpec,
-    Submission,
-    TaskView,
-    Toolbox,
-    TrialContext,
-)
+from typing import ClassVar
+
+from itbench import Domain, Evaluation, InfrastructureError, TaskView, Toolbox, TrialContext
+from itbench_ciso.environment import CisoEnvironment
+from itbench_ciso.library_docs import library_sections
 from itbench_ciso.spec import CisoSpec, CisoSubmission
 
 
-class CisoDomain(Domain):
+class CisoDomain(Domain[CisoSpec, CisoSubmission, CisoEnvironment]):
     """Compliance as code: evidence collection and Rego policies judged on hidden variants."""
 
     name = "ciso"
@@ -27,30 +21,27 @@ class CisoDomain(Domain):
         "policies, judged on hidden compliant and non-compliant systems."
     )
     ports_per_trial = 2
+    task_types: ClassVar[tuple[str, ...]] = (
+        "policy-generation",
+        "evidence-collection",
+        "policy-update",
+    )
 
-    def create_environment(self, spec: ScenarioSpec, ctx: TrialContext) -> Environment:
+    def create_environment(self, spec: CisoSpec, ctx: TrialContext) -> CisoEnvironment:
         """The engine and the family's systems for ``spec``."""
-        from itbench_ciso.environment import CisoEnvironment
-
-        assert isinstance(spec, CisoSpec)
         return CisoEnvironment(spec, ctx)
 
     def evaluate(
         self,
-        spec: ScenarioSpec,
-        env: Environment,
-        submission: Submission | None,
+        spec: CisoSpec,
+        env: CisoEnvironment,
+        submission: CisoSubmission | None,
         toolbox: Toolbox,
         ctx: TrialContext,
     ) -> Evaluation:
         """Run the artifacts on the hidden variants and score them."""
-        from itbench_ciso.environment import CisoEnvironment
-
-        assert isinstance(spec, CisoSpec) and isinstance(env, CisoEnvironment)
         if env.runtime is None:
             raise InfrastructureError("environment not set up")
-        if submission is not None and not isinstance(submission, CisoSubmission):
-            submission = CisoSubmission.model_validate(submission.model_dump())
         try:
             result = env.runtime.judge(submission)
         finally:
@@ -59,20 +50,19 @@ class CisoDomain(Domain):
         result.metrics["tool_calls"] = len(toolbox.calls)
         return result
 
-    def oracle(self, spec: ScenarioSpec, task: TaskView, toolbox: Toolbox) -> Submission | None:
+    def oracle(self, spec: CisoSpec, task: TaskView, toolbox: Toolbox) -> CisoSubmission | None:
         """The reference artifacts of the scenario's check, checked once through the tools."""
         from itbench_ciso.oracle import solve
 
-        assert isinstance(spec, CisoSpec)
         return solve(spec, task, toolbox)
 
-    def baseline(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
+    def baseline(self, task: TaskView, toolbox: Toolbox) -> CisoSubmission | None:
         """Templates keyed on the requirement text."""
         from itbench_ciso.baseline import solve
 
         return solve(task, toolbox)
 
-    def probe(self, kind: str, task: TaskView, toolbox: Toolbox) -> Submission | None:
+    def probe(self, kind: str, task: TaskView, toolbox: Toolbox) -> CisoSubmission | None:
         """``constant``: fixed artifacts per family; ``thrash``: flag every pod, host, account."""
         from itbench_ciso import probes
 
@@ -81,3 +71,7 @@ class CisoDomain(Domain):
         if kind == "thrash":
             return probes.thrash(task, toolbox)
         return None
+
+    def reference_sections(self) -> dict[str, str]:
+        """The scenario families with what each submits, and the check library."""
+        return library_sections()

@@ -16,11 +16,8 @@ from itbench_ciso.engine import (
     opa_binary,
 )
 from itbench_ciso.families import Runtime
+from itbench_ciso.ports import PORT_OPA
 from itbench_ciso.spec import CisoSpec
-
-#: Port offsets inside the trial's block.
-PORT_AWS = 0
-PORT_OPA = 1
 
 
 def make_runtime(spec: CisoSpec, ctx: TrialContext, engine: PolicyEngine) -> Runtime:

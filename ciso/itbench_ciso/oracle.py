@@ -8,25 +8,20 @@ from itbench_ciso.spec import CisoSpec, CisoSubmission
 
 def reference(spec: CisoSpec) -> CisoSubmission:
     """The reference submission of ``spec`` (reads the ground truth)."""
-    from itbench_ciso.checks import all_checks
+    from itbench_ciso.checks import cloud, k8s, linux
 
-    check = all_checks()[spec.check]
     if spec.family == "kubernetes":
-        return CisoSubmission(policy=check.policy())
+        return CisoSubmission(policy=k8s.by_id(spec.check).policy())
     if spec.family == "policy-update":
         from itbench_ciso.families.kubernetes import updated_set
 
         assert spec.changed is not None
         return CisoSubmission(policies=updated_set(spec.policy_set, spec.changed, spec.check))
     if spec.family == "linux":
-        from itbench_ciso.checks.linux import LinuxCheck
-
-        assert isinstance(check, LinuxCheck)
-        return CisoSubmission(playbook=check.playbook(), policy=check.policy())
-    from itbench_ciso.checks.cloud import CloudCheck
-
-    assert isinstance(check, CloudCheck)
-    return CisoSubmission(collector=check.collector(), policy=check.policy())
+        host_check = linux.by_id(spec.check)
+        return CisoSubmission(playbook=host_check.playbook(), policy=host_check.policy())
+    account_check = cloud.by_id(spec.check)
+    return CisoSubmission(collector=account_check.collector(), policy=account_check.policy())
 
 
 def solve(spec: CisoSpec, task: TaskView, toolbox: Toolbox) -> CisoSubmission:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from itbench import Domain, OptionSpec, hookimpl
 
 
 @hookimpl
-def itbench_register_domains() -> list[Domain]:
+def itbench_register_domains() -> list[Domain[Any, Any, Any]]:
     """Register the CISO domain."""
     from itbench_ciso.domain import CisoDomain
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from itbench import Evaluation
-from itbench_ciso.checks import Variant
+from itbench_ciso.checks.base import Variant
 
 
 @dataclass

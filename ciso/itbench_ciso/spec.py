@@ -4,34 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from itbench import ScenarioSpec, Submission
-
-INSTRUCTIONS = {
-    "kubernetes": (
-        "Automate the check: write a Rego policy that returns every pod of a cluster snapshot "
-        "that violates the requirement, and no other pod. It will be run on other clusters "
-        "than the one you can inspect. The task context gives the policy contract."
-    ),
-    "linux": (
-        "Automate the check: write an Ansible playbook that collects the evidence from each "
-        "host of the inventory as JSON, and a Rego policy that reports a violation for a host "
-        "exactly when the host does not meet the requirement. Both will be run on other hosts "
-        "than the ones you can inspect. The task context gives the contract."
-    ),
-    "cloud": (
-        "Automate the check: write a Python evidence collector (boto3 against the endpoint in "
-        "the task context, JSON on stdout) and a Rego policy that reports a violation exactly "
-        "when the account does not meet the requirement. Both will be run on other accounts "
-        "than the one you can inspect. The task context gives the contract."
-    ),
-    "policy-update": (
-        "The requirement above replaces an existing one. Update the policy set in your "
-        "workspace: change the policy concerned so it enforces the new requirement, and leave "
-        "every other policy's results unchanged. Submit the whole set."
-    ),
-}
+from itbench_ciso.checks import FAMILIES, all_checks, ids_of
+from itbench_ciso.contracts import CONTRACTS
 
 Family = Literal["kubernetes", "linux", "cloud", "policy-update"]
 
@@ -57,7 +41,9 @@ class CisoSpec(ScenarioSpec):
     domain: Literal["ciso"]
     family: Family
     requirement: str = Field(min_length=10, description="The compliance requirement, verbatim.")
-    check: str = Field(description="Ground truth: id of the check in the library.")
+    check: str = Field(
+        description="Ground truth: id of the check in the library (see the check library)."
+    )
     policy_set: list[str] = Field(
         default_factory=list,
         description="policy-update only: ids of the checks of the existing policy set.",
@@ -71,8 +57,6 @@ class CisoSpec(ScenarioSpec):
     @classmethod
     def _from_library(cls, data: Any) -> Any:
         """Fill requirement, goal and title from the check library when the file omits them."""
-        from itbench_ciso.checks import all_checks
-
         if not isinstance(data, dict) or not isinstance(data.get("check"), str):
             return data
         check = all_checks().get(data["check"])
@@ -82,36 +66,58 @@ class CisoSpec(ScenarioSpec):
         data.setdefault("requirement", check.requirement)
         data.setdefault("title", check.title)
         if "goal" not in data:
-            family = str(data.get("family", ""))
-            data["goal"] = f"Requirement: {data['requirement']}\n\n{INSTRUCTIONS.get(family, '')}"
+            contract = CONTRACTS.get(str(data.get("family", "")))
+            instructions = contract.instructions if contract else ""
+            data["goal"] = f"Requirement: {data['requirement']}\n\n{instructions}"
         return data
 
     @field_validator("check")
     @classmethod
-    def _known_check(cls, value: str) -> str:
-        from itbench_ciso.checks import all_checks
-
-        if value not in all_checks():
-            raise ValueError(f"unknown check {value!r}")
-        return value
+    def _known_check(cls, value: str, info: ValidationInfo) -> str:
+        if value in all_checks():
+            return value
+        family = info.data.get("family")
+        if family in CONTRACTS:
+            raise ValueError(f"unknown check {value!r}; {valid_checks(family)}")
+        every = "; ".join(f"{f}: {', '.join(ids_of(f))}" for f in FAMILIES)
+        raise ValueError(f"unknown check {value!r}; valid checks by family: {every}")
 
     @model_validator(mode="after")
     def _family_fits(self) -> CisoSpec:
-        from itbench_ciso.checks import all_checks
-
+        takes = CONTRACTS[self.family].checks
         check = all_checks()[self.check]
-        family = "kubernetes" if self.family == "policy-update" else self.family
-        if check.family != family:
-            raise ValueError(f"check {self.check!r} belongs to family {check.family!r}")
+        if check.family != takes:
+            raise ValueError(
+                f"check {self.check!r} belongs to family {check.family!r}, not {self.family!r}; "
+                + valid_checks(self.family)
+            )
         if self.family == "policy-update":
             if not self.changed or self.changed not in self.policy_set:
-                raise ValueError("policy-update needs `changed` naming one id of `policy_set`")
+                named = ", ".join(self.policy_set) or "none: policy_set is empty"
+                raise ValueError(
+                    f"policy-update needs `changed` naming one id of `policy_set` ({named})"
+                )
             for cid in self.policy_set:
-                if cid not in all_checks() or all_checks()[cid].family != "kubernetes":
-                    raise ValueError(f"policy_set: {cid!r} is not a kubernetes check")
+                other = all_checks().get(cid)
+                if other is None:
+                    raise ValueError(
+                        f"policy_set: unknown check {cid!r}; {valid_checks(self.family)}"
+                    )
+                if other.family != takes:
+                    raise ValueError(
+                        f"policy_set: check {cid!r} belongs to family {other.family!r}, not "
+                        f"{takes!r}; {valid_checks(self.family)}"
+                    )
         elif self.policy_set or self.changed:
             raise ValueError("policy_set and changed belong to the policy-update family only")
         return self
+
+
+def valid_checks(family: str) -> str:
+    """The check ids a scenario of ``family`` may name, for error messages."""
+    takes = CONTRACTS[family].checks
+    of = f"family {family!r}" if takes == family else f"family {family!r} (the {takes} checks)"
+    return f"valid checks of {of}: {', '.join(ids_of(takes))}"
 
 
 class CisoSubmission(Submission):

@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from itbench import (
     Domain,
-    Environment,
     Evaluation,
     IntegrityError,
-    ScenarioSpec,
-    Submission,
     TaskView,
     Toolbox,
     TrialContext,
     stop_recorded,
 )
+from itbench_finops.environment import FinOpsEnvironment
+from itbench_finops.families import TASK_TYPES
 from itbench_finops.spec import FinOpsSpec, FinOpsSubmission
 
 
-class FinOpsDomain(Domain):
+class FinOpsDomain(Domain[FinOpsSpec, FinOpsSubmission, FinOpsEnvironment]):
     """Cloud-cost incidents in an AWS account served by a local moto server."""
 
     name = "finops"
@@ -30,36 +27,17 @@ class FinOpsDomain(Domain):
     submission_model = FinOpsSubmission
     description = "Cloud cost (FinOps) incidents in a mocked AWS account with FOCUS billing."
     ports_per_trial = 1
+    task_types = TASK_TYPES
 
-    def create_environment(self, spec: ScenarioSpec, ctx: TrialContext) -> Environment:
+    def create_environment(self, spec: FinOpsSpec, ctx: TrialContext) -> FinOpsEnvironment:
         """A moto-backed environment for ``spec``."""
-        from itbench_finops.environment import FinOpsEnvironment
-
-        assert isinstance(spec, FinOpsSpec)
         return FinOpsEnvironment(spec, ctx)
-
-    def task_view(
-        self,
-        spec: ScenarioSpec,
-        env: Environment,
-        ctx: TrialContext,
-        toolbox: Toolbox,
-        deadline: Any,
-    ) -> TaskView:
-        """The default whitelisted view; also remembers when the agent's clock started.
-
-        The runner builds the view right before it starts the agent, so the time of this call
-        is the start of time to detect and time to mitigate.
-        """
-        view = super().task_view(spec, env, ctx, toolbox, deadline)
-        env.agent_started = time.time()  # type: ignore[attr-defined]
-        return view
 
     def evaluate(
         self,
-        spec: ScenarioSpec,
-        env: Environment,
-        submission: Submission | None,
+        spec: FinOpsSpec,
+        env: FinOpsEnvironment,
+        submission: FinOpsSubmission | None,
         toolbox: Toolbox,
         ctx: TrialContext,
     ) -> Evaluation:
@@ -72,12 +50,8 @@ class FinOpsDomain(Domain):
             IntegrityError: the endpoint died, stopped or was replaced: what decides the score
                 is lost, so the trial is invalid.
         """
-        from itbench_finops.environment import FinOpsEnvironment
         from itbench_finops.scoring import Trial, evaluate, start_of
 
-        assert isinstance(spec, FinOpsSpec) and isinstance(env, FinOpsEnvironment)
-        if submission is not None and not isinstance(submission, FinOpsSubmission):
-            submission = FinOpsSubmission.model_validate(submission.model_dump())
         # The runner checks the harness first; checking here as well keeps a lost endpoint an
         # invalid trial (never an error) for every caller of evaluate.
         problems = env.harness_problems()
@@ -109,7 +83,7 @@ class FinOpsDomain(Domain):
             submission=submission,
         )
         result = evaluate(trial)
-        start = env.agent_started or toolbox.first_call_at
+        start = env.agent_started_at or toolbox.first_call_at
         actions = [c for c in toolbox.action_calls if c.ok]
         if result.passed and start is not None and toolbox.calls:
             stamps = [
@@ -128,24 +102,29 @@ class FinOpsDomain(Domain):
         result.metrics["action_calls"] = len(actions)
         return result
 
-    def oracle(self, spec: ScenarioSpec, task: TaskView, toolbox: Toolbox) -> Submission | None:
+    def oracle(self, spec: FinOpsSpec, task: TaskView, toolbox: Toolbox) -> FinOpsSubmission:
         """The reference solution: reads ground truth, acts through the tools."""
         from itbench_finops.oracle import solve
 
-        assert isinstance(spec, FinOpsSpec)
         return solve(spec, task, toolbox)
 
-    def baseline(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
+    def baseline(self, task: TaskView, toolbox: Toolbox) -> FinOpsSubmission | None:
         """Rule-based heuristics (utilization thresholds, attachment state)."""
         from itbench_finops.baseline import solve
 
         return solve(task, toolbox)
 
-    def probe(self, kind: str, task: TaskView, toolbox: Toolbox) -> Submission | None:
+    def probe(self, kind: str, task: TaskView, toolbox: Toolbox) -> FinOpsSubmission | None:
         """``constant``: a fixed report without looking; ``thrash``: stop every instance first."""
         from itbench_finops.probes import run
 
         return run(kind, task, toolbox)
+
+    def reference_sections(self) -> dict[str, str]:
+        """The families, resource kinds, price table and closed value sets, for authors."""
+        from itbench_finops.reference import sections
+
+        return sections()
 
     def recover(self, trial_dir: Path) -> None:
         """Stop an endpoint a killed harness left behind."""

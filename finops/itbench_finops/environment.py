@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 from datetime import date, timedelta
 from importlib import resources
 from typing import Any
@@ -23,6 +24,7 @@ from itbench_finops.seed import Seeded, Seeder
 from itbench_finops.server import ACCESS_KEY, MANAGEMENT_ACCOUNT, REGION, SECRET_KEY, MotoServer
 from itbench_finops.spec import FinOpsSpec
 from itbench_finops.state import EXCESS, Item, read_state
+from itbench_finops.tools import make_tools
 
 #: How many Cost Explorer requests with distinct parameters get the preloaded result.
 CE_PRELOADS = 20
@@ -54,7 +56,9 @@ class FinOpsEnvironment(Environment):
         self.export_bucket = f"billing-exports-{MANAGEMENT_ACCOUNT}"
         self.export_key = ""
         self.cost_explorer: dict[str, Any] = {}
-        self.agent_started: float | None = None
+        #: When the agent's clock started (epoch seconds): the start of time to detect and
+        #: time to mitigate.
+        self.agent_started_at: float | None = None
         self._tools: list[Tool] | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -132,6 +136,10 @@ class FinOpsEnvironment(Environment):
             "bucket", self.export_bucket, self.export_bucket, MANAGEMENT_ACCOUNT
         )
 
+    def agent_started(self) -> None:
+        """Note the start of the agent's clock."""
+        self.agent_started_at = time.time()
+
     def read_state(self) -> dict[str, Item]:
         """The account's current resources, by id."""
         return read_state(self.reader, [a.id for a in self.spec.accounts])
@@ -139,8 +147,6 @@ class FinOpsEnvironment(Environment):
     def tools(self) -> list[Tool]:
         """The agent's tools."""
         if self._tools is None:
-            from itbench_finops.tools import make_tools
-
             self._tools = make_tools(self)
         return self._tools
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from itbench import ScenarioSpec, Submission
-
-Family = Literal[
-    "anomaly", "idle", "rightsizing", "budget", "autoscaling", "allocation", "commitment"
-]
+from itbench_finops.families import FAMILIES, TASK_TYPES, Family, causes_text
+from itbench_finops.server import MANAGEMENT_ACCOUNT
 
 
 class _Strict(BaseModel):
@@ -168,6 +166,31 @@ Resource = Annotated[
 ]
 
 
+#: Fields whose values the price table must list, by resource model: (field path, table).
+PRICED_FIELDS: tuple[tuple[type[_Resource], tuple[tuple[str, str], ...]], ...] = (
+    (
+        Instance,
+        (
+            ("instance_type", "ec2"),
+            ("previous_type", "ec2"),
+            ("volumes.volume_type", "ebs_gb_month"),
+        ),
+    ),
+    (AutoScalingGroup, (("instance_type", "ec2"),)),
+    (Volume, (("volume_type", "ebs_gb_month"),)),
+    (Database, (("instance_class", "rds"),)),
+)
+
+
+def _values(model: BaseModel, path: str) -> list[Any]:
+    """The values at a dotted field path, through lists, without the unset ones."""
+    values: list[Any] = [model]
+    for part in path.split("."):
+        values = [getattr(v, part) for v in values]
+        values = [x for v in values for x in (v if isinstance(v, list) else [v])]
+    return [v for v in values if v is not None]
+
+
 class Account(_Strict):
     """A member account of the organization."""
 
@@ -178,32 +201,39 @@ class Account(_Strict):
 class Truth(_Strict):
     """Ground truth, read only by the evaluator and the oracle.
 
-    Which fields matter depends on the family:
-
-    - anomaly: ``account``, ``service``, ``resource``, ``cause``.
-    - idle: ``removable`` (names of the waste; everything else is in use).
-    - rightsizing: ``targets`` (instance names), ``target_cpu``, ``mode``.
-    - budget: ``budget`` (the budget as the policy wants it) and ``cause``.
-    - autoscaling: ``group`` and ``target_cpu``.
-    - allocation: ``owners`` (name -> owner of each untagged resource).
-    - commitment: nothing; the optimum is computed from the usage.
-
+    :data:`itbench_finops.families.FAMILIES` says which fields each family needs and reads.
     ``incident: false`` marks a control scenario whose right answer is "no incident".
     """
 
     incident: bool = True
-    account: str | None = None
-    service: str | None = None
-    resource: str | None = None
-    cause: str | None = None
-    removable: list[str] = Field(default_factory=list)
-    targets: list[str] = Field(default_factory=list)
-    target_cpu: float = Field(default=80.0, gt=0, le=100)
-    mode: Literal["apply", "recommend"] = "apply"
-    budget: Budget | None = None
-    group: str | None = None
-    owners: dict[str, str] = Field(default_factory=dict)
-    pass_fraction: float = Field(default=0.9, gt=0, le=1)
+    account: str | None = Field(
+        default=None, description="Root-cause account id (anomaly); default: management."
+    )
+    service: str | None = Field(
+        default=None, description="Root-cause service key of the price table (anomaly)."
+    )
+    resource: str | None = Field(default=None, description="Root-cause resource name (anomaly).")
+    cause: str | None = Field(default=None, description=causes_text())
+    removable: list[str] = Field(
+        default_factory=list, description="Names of the waste (idle); the rest is in use."
+    )
+    targets: list[str] = Field(
+        default_factory=list, description="Instance names to rightsize (rightsizing)."
+    )
+    target_cpu: float = Field(
+        default=80.0, gt=0, le=100, description="Highest CPU percent at the recorded peak."
+    )
+    mode: Literal["apply", "recommend"] = Field(
+        default="apply", description="Rightsizing: change the instances, or only recommend."
+    )
+    budget: Budget | None = Field(default=None, description="The budget as the policy wants it.")
+    group: str | None = Field(default=None, description="Auto Scaling group name (autoscaling).")
+    owners: dict[str, str] = Field(
+        default_factory=dict, description="Name -> owner of each untagged resource (allocation)."
+    )
+    pass_fraction: float = Field(
+        default=0.9, gt=0, le=1, description="Share of the optimum that passes."
+    )
 
 
 class FinOpsSpec(ScenarioSpec):
@@ -217,6 +247,14 @@ class FinOpsSpec(ScenarioSpec):
     hourly_billing: bool = Field(default=False, description="Hourly rows in the billing export.")
     resources: list[Resource] = Field(default_factory=list)
     truth: Truth
+
+    @field_validator("task_types")
+    @classmethod
+    def _known_tasks(cls, value: list[str]) -> list[str]:
+        for t in value:
+            if t not in TASK_TYPES:
+                raise ValueError(f"unknown task type {t!r} (known: {', '.join(TASK_TYPES)})")
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> FinOpsSpec:
@@ -237,7 +275,7 @@ class FinOpsSpec(ScenarioSpec):
         missing = sorted({n for n in refs if n not in known})
         if missing:
             raise ValueError(f"truth names unknown resources: {', '.join(missing)}")
-        problems = [*self._unpriced(), *self._dangling()]
+        problems = [*self._unpriced(), *self._dangling(), *self._truth_problems()]
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -248,23 +286,17 @@ class FinOpsSpec(ScenarioSpec):
 
         raw = load_prices().raw
         out: list[str] = []
-
-        def check(r: _Resource, field: str, value: str | None, table: str) -> None:
-            if value is not None and value not in raw[table]:
-                out.append(f"resource {r.name!r}: {field} {value!r} is not in the price table")
-
         for r in self.resources:
-            if isinstance(r, Instance):
-                check(r, "instance_type", r.instance_type, "ec2")
-                check(r, "previous_type", r.previous_type, "ec2")
-                for v in r.volumes:
-                    check(r, "volumes.volume_type", v.volume_type, "ebs_gb_month")
-            elif isinstance(r, AutoScalingGroup):
-                check(r, "instance_type", r.instance_type, "ec2")
-            elif isinstance(r, Volume):
-                check(r, "volume_type", r.volume_type, "ebs_gb_month")
-            elif isinstance(r, Database):
-                check(r, "instance_class", r.instance_class, "rds")
+            for model, fields in PRICED_FIELDS:
+                if not isinstance(r, model):
+                    continue
+                for path, table in fields:
+                    for value in _values(r, path):
+                        if value not in raw[table]:
+                            out.append(
+                                f"resource {r.name!r}: {path} {value!r} is not in the price "
+                                f"table (priced: {', '.join(raw[table])})"
+                            )
         return out
 
     def _dangling(self) -> list[str]:
@@ -288,6 +320,33 @@ class FinOpsSpec(ScenarioSpec):
         groups = {r.name for r in self.resources if isinstance(r, AutoScalingGroup)}
         if self.truth.group is not None and self.truth.group not in groups:
             out.append(f"truth.group: {self.truth.group!r} is not an Auto Scaling group")
+        return out
+
+    def _truth_problems(self) -> list[str]:
+        """Truth fields the family needs but lacks, and values outside their closed sets."""
+        from itbench_finops.prices import load_prices
+
+        t = self.truth
+        rule = FAMILIES[self.family]
+        out = []
+        if t.incident:
+            for name in rule.required:
+                if not getattr(t, name):
+                    out.append(f"family {self.family} needs truth.{name}")
+        if rule.causes and t.cause is not None and t.cause not in rule.causes:
+            out.append(
+                f"truth.cause {t.cause!r} is not a cause of family {self.family} "
+                f"(one of: {', '.join(rule.causes)})"
+            )
+        services = load_prices().raw["services"]
+        if t.service is not None and t.service not in services:
+            out.append(f"truth.service {t.service!r} is unknown (one of: {', '.join(services)})")
+        accounts = [MANAGEMENT_ACCOUNT, *(a.id for a in self.accounts)]
+        if t.account is not None and t.account not in accounts:
+            out.append(
+                f"truth.account {t.account!r} is not an account of the scenario "
+                f"(one of: {', '.join(accounts)})"
+            )
         return out
 
     def resource(self, name: str) -> Resource:
@@ -321,13 +380,7 @@ class FinOpsSubmission(Submission):
         default=None,
         description="Root-cause resource type, as the billing export's ResourceType names it.",
     )
-    cause: str | None = Field(
-        default=None,
-        description=(
-            "Anomaly: new_resource | type_change | usage_spike. "
-            "Budget: amount | threshold | notification_type | time_unit | subscriber."
-        ),
-    )
+    cause: str | None = Field(default=None, description=causes_text())
     recommendations: list[Recommendation] = Field(default_factory=list)
     allocations: dict[str, float] = Field(
         default_factory=dict, description="Owner -> cost (USD) over the billing export's period."

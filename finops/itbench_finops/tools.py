@@ -6,13 +6,13 @@ import json
 import re
 from collections import defaultdict
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from itbench import Tool, ToolError
+from itbench_finops.aws import Clients
+from itbench_finops.prices import PriceTable
 from itbench_finops.server import MANAGEMENT_ACCOUNT
-
-if TYPE_CHECKING:
-    from itbench_finops.environment import FinOpsEnvironment
+from itbench_finops.spec import FinOpsSpec
 
 #: Largest tool result, in characters of JSON.
 MAX_RESULT = 400_000
@@ -54,7 +54,31 @@ def _operation(client: Any, operation: str) -> str:
     return str(name)
 
 
-def make_tools(env: FinOpsEnvironment) -> list[Tool]:
+class Sandbox(Protocol):
+    """What the tools act on and read: the seeded account of one trial (its environment).
+
+    The tools read these attributes at every call, so they see the billing rows that setup
+    generates even when they were made before it.
+    """
+
+    @property
+    def spec(self) -> FinOpsSpec:
+        """The scenario (for its member accounts)."""
+
+    @property
+    def clients(self) -> Clients:
+        """boto3 clients of the sandbox endpoint, per account."""
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The FOCUS rows of the billing export."""
+
+    @property
+    def prices(self) -> PriceTable:
+        """The price table."""
+
+
+def make_tools(env: Sandbox) -> list[Tool]:
     """The tools of one environment."""
     accounts = {env.spec.accounts[i].id for i in range(len(env.spec.accounts))}
 

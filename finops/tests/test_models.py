@@ -7,9 +7,11 @@ import subprocess
 import sys
 from datetime import date
 from pathlib import Path
+from typing import get_args
 
 from itbench_finops.billing import FOCUS_COLUMNS, BillItem, focus_rows, to_csv
 from itbench_finops.domain import FinOpsDomain
+from itbench_finops.families import FAMILIES, Family
 from itbench_finops.optimum import best_commitment, best_type, commitment_savings
 from itbench_finops.prices import load_prices
 from itbench_finops.spec import FinOpsSpec
@@ -35,12 +37,12 @@ def test_bad_scenario_names_file_field_and_reason(tmp_path: Path) -> None:
     line = errors[0].line()  # type: ignore[union-attr]
     assert "bad.yaml" in line and "unknown resources: v2" in line
     bad.write_text(
-        "domain: finops\nfamily: idle\ngoal: g\ntask_types: [x]\nresources: [{kind: volume, name: v, size: -1}]\ntruth: {}\n"
+        "domain: finops\nfamily: idle\ngoal: g\ntask_types: [detection]\nresources: [{kind: volume, name: v, size: -1}]\ntruth: {}\n"
     )
     line = ScenarioLoader({"finops": FinOpsDomain()}).load_file(bad)[0].line()  # type: ignore[union-attr]
     assert "resources.0.volume.size" in line
     bad.write_text(
-        "domain: finops\nfamily: rightsizing\ngoal: g\ntask_types: [x]\nresources:\n"
+        "domain: finops\nfamily: rightsizing\ngoal: g\ntask_types: [detection]\nresources:\n"
         "  - {kind: instance, name: a, instance_type: m5.huge}\n"
         "  - {kind: address, name: ip, instance: b}\n"
         "truth: {targets: [ip]}\n"
@@ -50,6 +52,60 @@ def test_bad_scenario_names_file_field_and_reason(tmp_path: Path) -> None:
     assert "resource 'a': instance_type 'm5.huge' is not in the price table" in line
     assert "resource 'ip': instance 'b' is not an instance" in line
     assert "truth.targets: 'ip' is not an instance" in line
+
+
+def test_errors_from_closed_sets_list_the_valid_values(tmp_path: Path) -> None:
+    """An author who names an unknown value reads which values there are."""
+    head = "domain: finops\ngoal: g\n"
+    cases = {
+        "family: waste\ntask_types: [detection]\ntruth: {}\n": ["'anomaly', 'idle', 'rightsizing'"],
+        "family: idle\ntask_types: [fixing]\ntruth: {}\n": [
+            "unknown task type 'fixing' (known: detection, localization, diagnosis, mitigation)"
+        ],
+        "family: idle\ntask_types: [detection]\nresources: [{kind: disk, name: a}]\ntruth: {}\n": [
+            "expected tags: 'instance', 'volume'"
+        ],
+        "family: idle\ntask_types: [detection]\n"
+        "resources: [{kind: volume, name: a, size: 1, volume_type: gp9}]\ntruth: {}\n": [
+            "volume_type 'gp9' is not in the price table (priced: gp2, gp3, io1"
+        ],
+        "family: anomaly\ntask_types: [diagnosis]\nresources: [{kind: volume, name: a, size: 1}]\n"
+        "truth: {resource: a, service: ebs, cause: spike, account: '111111111111'}\n": [
+            "truth.cause 'spike' is not a cause of family anomaly (one of: new_resource, "
+            "type_change, usage_spike)",
+            "truth.service 'ebs' is unknown (one of: ec2_compute, ec2_other, elb, rds, s3)",
+            "truth.account '111111111111' is not an account of the scenario (one of: 123456789012)",
+        ],
+        "family: budget\ntask_types: [detection]\ntruth: {cause: amount}\n": [
+            "family budget needs truth.budget"
+        ],
+    }
+    bad = tmp_path / "bad.yaml"
+    loader = ScenarioLoader({"finops": FinOpsDomain()})
+    for body, phrases in cases.items():
+        bad.write_text(head + body)
+        errors = loader.load_file(bad)
+        assert not isinstance(errors[0], FinOpsSpec), body
+        line = errors[0].line()
+        for phrase in phrases:
+            assert phrase in line, (phrase, line)
+    bad.write_text(head + "family: budget\ntask_types: [detection]\ntruth: {incident: false}\n")
+    assert isinstance(loader.load_file(bad)[0], FinOpsSpec)  # a control needs no budget
+
+
+def test_reference_is_generated_from_the_tables() -> None:
+    """Every family, resource kind, priced type and service key appears in the reference."""
+    text = FinOpsDomain().reference()
+    prices = load_prices()
+    assert set(get_args(Family)) == set(FAMILIES)
+    for family, rule in FAMILIES.items():
+        assert f"### `{family}`" in text
+        assert all(f"`{c}`" in text for c in rule.causes)
+    for kind in ("instance", "volume", "asg", "budget"):
+        assert f"| `{kind}` |" in text
+    for name in [*prices.instance_types(), *prices.database_classes(), *prices.raw["services"]]:
+        assert f"| `{name}` |" in text
+    assert "`task_types` takes these values: `detection`" in text
 
 
 def test_price_table_drives_rightsizing_and_service_names() -> None:

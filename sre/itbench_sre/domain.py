@@ -5,18 +5,15 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from itbench_sre import agents, scoring, topology
+from itbench_sre import agents, reference, scoring, topology
 from itbench_sre.embedded import recorded_shared, sweep
 from itbench_sre.environment import SreEnvironment, trial_root
-from itbench_sre.spec import SreSpec, SreSubmission
+from itbench_sre.spec import TASK_TYPES, SreSpec, SreSubmission
 
 from itbench import (
     PID_DIR,
     Domain,
-    Environment,
     Evaluation,
-    ScenarioSpec,
-    Submission,
     TaskView,
     Toolbox,
     TrialContext,
@@ -25,7 +22,7 @@ from itbench import (
 )
 
 
-class SreDomain(Domain):
+class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
     """Incidents on a live multi-service shop: detect, localize, diagnose and mitigate."""
 
     name = "sre"
@@ -33,41 +30,42 @@ class SreDomain(Domain):
     submission_model = SreSubmission
     description = "Incidents on a live web shop (services, Redis, PostgreSQL, Prometheus)."
     ports_per_trial = topology.PORTS_PER_ENV
+    task_types = TASK_TYPES
 
-    def create_environment(self, spec: ScenarioSpec, ctx: TrialContext) -> Environment:
+    def create_environment(self, spec: SreSpec, ctx: TrialContext) -> SreEnvironment:
         """A shop deployment for one trial."""
-        assert isinstance(spec, SreSpec)
         return SreEnvironment(spec, ctx)
 
     def evaluate(
         self,
-        spec: ScenarioSpec,
-        env: Environment,
-        submission: Submission | None,
+        spec: SreSpec,
+        env: SreEnvironment,
+        submission: SreSubmission | None,
         toolbox: Toolbox,
         ctx: TrialContext,
     ) -> Evaluation:
         """Score detection, localization, diagnosis and mitigation."""
-        assert isinstance(spec, SreSpec) and isinstance(env, SreEnvironment)
-        assert submission is None or isinstance(submission, SreSubmission)
         return scoring.evaluate(spec, env, submission, toolbox)
 
-    def oracle(self, spec: ScenarioSpec, task: TaskView, toolbox: Toolbox) -> Submission | None:
+    def oracle(self, spec: SreSpec, task: TaskView, toolbox: Toolbox) -> SreSubmission | None:
         """Ground truth plus the reference fix, through the tools."""
-        assert isinstance(spec, SreSpec)
         return agents.oracle(spec, toolbox)
 
-    def baseline(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
+    def baseline(self, task: TaskView, toolbox: Toolbox) -> SreSubmission | None:
         """The deterministic heuristic agent."""
         return agents.baseline(task, toolbox)
 
-    def probe(self, kind: str, task: TaskView, toolbox: Toolbox) -> Submission | None:
+    def probe(self, kind: str, task: TaskView, toolbox: Toolbox) -> SreSubmission | None:
         """``constant``: a fixed answer unseen; ``thrash``: restart and roll back everything."""
         if kind == "constant":
             return agents.probe_constant()
         if kind == "thrash":
             return agents.probe_thrash(toolbox)
         return None
+
+    def reference_sections(self) -> dict[str, str]:
+        """Fault mechanisms, noise, controls, double faults and the shop's topology."""
+        return reference.sections()
 
     def recover(self, trial_dir: Path) -> None:
         """Stop what a dead harness left of a trial's shop.

@@ -131,14 +131,7 @@ class EmbeddedShop(ShopBackend):
                 "password": pgtemplate.DB_PASSWORD,
                 "database": pgtemplate.DB_NAME,
             }
-        flags = {
-            "catalog": {"dynamic_pricing": False},
-            "cart": {"session_cache": False},
-            "currency": {"precise_rounding": False},
-            "recommendation": {"personalized": False},
-            "checkout": {"gift_wrap": False},
-        }
-        cfg["flags"] = flags.get(service, {})
+        cfg["flags"] = {flag: False for flag in topology.FLAGS.get(service, ())}
         for key, value in self.overrides.get(service, {}).items():
             cfg[key] = value
         return cfg

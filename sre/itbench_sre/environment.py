@@ -13,13 +13,13 @@ import yaml
 from itbench_sre import faults, topology
 from itbench_sre.backend import ChangeSet
 from itbench_sre.embedded import JOB_PROGRAM, EmbeddedShop
-from itbench_sre.spec import NoiseSpec, SreSpec
+from itbench_sre.spec import BLIP_DELAY_MS, NoiseSpec, SreSpec
 from itbench_sre.tools import ActionJournal, build_tools
 
 from itbench import Environment, InfrastructureError, Tool, TrialContext
 
-#: Releases that change nothing visible (used by the compatible-release noise).
-_BUGGY = {"catalog", "cart", "payment"}
+#: Services whose newest release is faulty (no target of the compatible-release noise).
+_BUGGY = frozenset(faults.get("bad_release").targets)
 #: Files whose change means monitoring was tampered with.
 MONITORING_FILES = ("prometheus", "prometheus-rules")
 #: Programs of the harness that the evaluator relies on (never operated by the agent's tools).
@@ -171,7 +171,7 @@ class SreEnvironment(Environment):
                 )
             )
         elif noise.kind == "latency_blip":
-            self.shop.apply(ChangeSet(links={noise.target: {"delay_ms": 150}}))
+            self.shop.apply(ChangeSet(links={noise.target: {"delay_ms": BLIP_DELAY_MS}}))
             timer = threading.Timer(noise.seconds, self._clear_blip)
             timer.daemon = True
             timer.start()

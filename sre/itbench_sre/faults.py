@@ -9,8 +9,8 @@ a target and parameters. Nothing here is visible to the agent.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from itbench_sre import topology
@@ -56,6 +56,79 @@ class Expectation:
     job: str | None = None
 
 
+#: How the reference and the error messages name a parameter's type.
+TYPE_NAMES: dict[type, str] = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    object: "any",
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a mechanism.
+
+    Attributes:
+        name: Key in a fault's ``params``.
+        kind: Its type: ``bool``, ``int``, ``float`` (integers accepted), ``str`` or ``object``
+            (anything).
+        default: Value used when the scenario does not set it.
+        meaning: What it changes.
+        minimum: Smallest valid number, if bounded.
+        maximum: Largest valid number, if bounded.
+        choices: The valid values for a target, when only some values make the fault work.
+    """
+
+    name: str
+    kind: type
+    default: Any
+    meaning: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: Callable[[str], tuple[Any, ...]] | None = None
+
+    @property
+    def type_name(self) -> str:
+        """The type's name in the reference and in errors."""
+        return TYPE_NAMES[self.kind]
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` has this parameter's type (``True`` is no number)."""
+        if self.kind is object:
+            return True
+        if isinstance(value, bool):
+            return self.kind is bool
+        if self.kind is float:
+            return isinstance(value, int | float)
+        return isinstance(value, self.kind)
+
+    def bounds(self) -> str:
+        """The bounds as text (``>= 0, <= 1``), empty when unbounded."""
+        parts = []
+        if self.minimum is not None:
+            parts.append(f">= {self.minimum:g}")
+        if self.maximum is not None:
+            parts.append(f"<= {self.maximum:g}")
+        return ", ".join(parts)
+
+    def problem(self, mechanism: str, target: str, value: Any) -> str | None:
+        """Why ``value`` is not valid for this parameter on ``target``, or ``None``."""
+        where = f"parameter {self.name!r} of {mechanism}"
+        if not self.accepts(value):
+            return f"{where} must be {self.type_name}, got {value!r} ({type(value).__name__})"
+        low, high = self.minimum, self.maximum
+        if (low is not None and value < low) or (high is not None and value > high):
+            return f"{where} must be {self.bounds()}, got {value!r}"
+        if self.choices is not None:
+            valid = self.choices(target)
+            if value not in valid:
+                listed = ", ".join(repr(v) for v in valid) or "none"
+                return f"{where} on {target} must be one of {listed}, got {value!r}"
+        return None
+
+
 @dataclass
 class Mechanism:
     """One fault mechanism.
@@ -70,7 +143,8 @@ class Mechanism:
         aliases: Extra names accepted for the root cause.
         alerts: Alerts expected while the fault is active.
         fix: Reference fix as tool calls, or ``None`` when no tool can mitigate the fault.
-        defaults: Default parameters.
+        summary: What the fault does to the shop (for scenario authors).
+        params: The parameters a scenario may set, each with its default.
         trigger: A transient change played after ``inject`` and taken back (links cleared)
             after ``params["trigger_seconds"]``; the fault must outlive it.
     """
@@ -83,7 +157,8 @@ class Mechanism:
     root: Callable[[str], str]
     alerts: Callable[[str], list[Expectation]]
     fix: Callable[[str, dict[str, Any]], Fix] | None
-    defaults: dict[str, Any] = field(default_factory=dict)
+    summary: str
+    params: tuple[Param, ...] = ()
     aliases: Callable[[str], list[str]] = lambda target: []
     trigger: Callable[[EmbeddedShop, str, dict[str, Any]], ChangeSet] | None = None
 
@@ -91,6 +166,26 @@ class Mechanism:
     def mitigable(self) -> bool:
         """Whether the agent's tools can mitigate this fault."""
         return self.fix is not None
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Default value of every parameter."""
+        return {p.name: p.default for p in self.params}
+
+    def param_problems(self, target: str, params: Mapping[str, Any]) -> list[str]:
+        """Why ``params`` (a fault's own, defaults filled in) are not valid on ``target``."""
+        known = {p.name: p for p in self.params}
+        valid = ", ".join(known) or "none"
+        problems = [
+            f"unknown parameter {name!r} for {self.name} (valid: {valid})"
+            for name in params
+            if name not in known
+        ]
+        for p in self.params:
+            problem = p.problem(self.name, target, params.get(p.name, p.default))
+            if problem is not None:
+                problems.append(problem if p.name in params else f"{problem} (the default)")
+        return problems
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -256,6 +351,22 @@ def _fill_redis(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> Chan
     )
 
 
+def _flags(target: str) -> tuple[str, ...]:
+    return topology.FLAGS.get(target, ())
+
+
+def _callees(target: str) -> tuple[str, ...]:
+    """The HTTP services ``target`` calls (its datastore connections are no upstream URLs)."""
+    return tuple(u for u in topology.BY_NAME[target].upstreams if u not in topology.DATASTORES)
+
+
+def _fewer_replicas(target: str) -> tuple[int, ...]:
+    """Replica counts below the baseline that still leave the service serving."""
+    return tuple(range(1, topology.BY_NAME[target].replicas))
+
+
+_FLAG_MEANING = "Feature flag turned on (a flag of the target's configuration)."
+
 MECHANISMS: dict[str, Mechanism] = {}
 
 
@@ -274,7 +385,12 @@ _register(
         _same,
         lambda t: [Expectation("InstanceDown", t)],
         _rollback,
-        defaults={"key": "pool_size", "value": "eight"},
+        summary="Deploys a configuration with a value the service cannot parse: every "
+        "instance exits at start.",
+        params=(
+            Param("key", str, "pool_size", "Top-level configuration key that is overwritten."),
+            Param("value", object, "eight", "The unparseable value written to `key`."),
+        ),
     )
 )
 _register(
@@ -290,6 +406,7 @@ _register(
         lambda t: t.rsplit("-", 1)[0],
         lambda t: [Expectation("InstanceDown", t.rsplit("-", 1)[0])],
         lambda t, p: [("restart", {"target": t})],
+        summary="One instance stops answering while its process stays alive, until restarted.",
         aliases=lambda t: [t],
     )
 )
@@ -303,7 +420,16 @@ _register(
         _same,
         lambda t: [Expectation("UpstreamErrors", t)],
         _rollback,
-        defaults={"upstream": "currency"},
+        summary="Deploys a configuration that points one upstream of the service at a closed port.",
+        params=(
+            Param(
+                "upstream",
+                str,
+                "currency",
+                "The upstream service whose address is wrong.",
+                choices=_callees,
+            ),
+        ),
     )
 )
 _register(
@@ -316,7 +442,9 @@ _register(
         _same,
         _errors,
         _rollback,
-        defaults={"password": "shop-sandbox-pw-2"},
+        summary="Deploys a configuration with a wrong PostgreSQL password: the service's "
+        "database queries fail.",
+        params=(Param("password", str, "shop-sandbox-pw-2", "The wrong password deployed."),),
     )
 )
 _register(
@@ -329,7 +457,8 @@ _register(
         _same,
         _errors,
         lambda t, p: _set_and_restart({f"flags.{p['flag']}": False})(t, p),
-        defaults={"flag": "dynamic_pricing"},
+        summary="Turns on a feature flag whose code path fails requests.",
+        params=(Param("flag", str, "dynamic_pricing", _FLAG_MEANING, choices=_flags),),
     )
 )
 _register(
@@ -342,6 +471,8 @@ _register(
         _same,
         lambda t: [Expectation("HighErrorRate" if t != "catalog" else "HighLatency", t)],
         _rollback,
+        summary="Deploys the service's newest release, which is faulty (errors; catalog's is "
+        "slow).",
     )
 )
 _register(
@@ -354,7 +485,8 @@ _register(
         _same,
         lambda t: [Expectation("MemoryHigh", t)],
         lambda t, p: _set_and_restart({"flags.session_cache": False})(t, p),
-        defaults={"flag": "session_cache"},
+        summary="Turns on a cache that grows with the traffic: the service's memory climbs.",
+        params=(Param("flag", str, "session_cache", _FLAG_MEANING, choices=_flags),),
     )
 )
 _register(
@@ -367,7 +499,8 @@ _register(
         _same,
         lambda t: [Expectation("CpuSaturated", t), Expectation("HighLatency", t)],
         lambda t, p: _set_and_restart({f"flags.{p['flag']}": False})(t, p),
-        defaults={"flag": "precise_rounding"},
+        summary="Turns on a feature flag whose code path burns CPU on every request.",
+        params=(Param("flag", str, "precise_rounding", _FLAG_MEANING, choices=_flags),),
     )
 )
 _EDGES = tuple(f"{c}->{u}" for c, u in topology.edges() if u not in topology.DATASTORES)
@@ -381,7 +514,8 @@ _register(
         lambda t: _edge_parts(t)[1],
         _edge_alerts("HighLatency"),
         None,
-        defaults={"delay_ms": 700},
+        summary="The mesh delays every request on one call edge.",
+        params=(Param("delay_ms", float, 700, "Delay added per request, ms.", minimum=0),),
         aliases=_edge_aliases,
     )
 )
@@ -395,7 +529,8 @@ _register(
         lambda t: _edge_parts(t)[1],
         _edge_alerts("UpstreamErrors"),
         None,
-        defaults={"loss": 0.6},
+        summary="The mesh drops a share of the connections on one call edge.",
+        params=(Param("loss", float, 0.6, "Share of connections dropped.", minimum=0, maximum=1),),
         aliases=_edge_aliases,
     )
 )
@@ -409,7 +544,8 @@ _register(
         lambda t: _edge_parts(t)[1],
         _edge_alerts("UpstreamErrors"),
         None,
-        defaults={"reset": 0.6},
+        summary="The mesh resets a share of the connections on one call edge.",
+        params=(Param("reset", float, 0.6, "Share of connections reset.", minimum=0, maximum=1),),
         aliases=_edge_aliases,
     )
 )
@@ -423,6 +559,7 @@ _register(
         lambda t: _edge_parts(t)[1],
         _edge_alerts("UpstreamErrors"),
         None,
+        summary="The mesh cuts one call edge: requests vanish and the caller times out.",
         aliases=_edge_aliases,
     )
 )
@@ -436,6 +573,7 @@ _register(
         _same,
         lambda t: [Expectation("HighErrorRate", "cart")],
         lambda t, p: [("start", {"target": "redis"})],
+        summary="Stops Redis.",
     )
 )
 _register(
@@ -448,7 +586,8 @@ _register(
         _same,
         lambda t: [Expectation("HighErrorRate", "cart")],
         lambda t, p: [("restart", {"target": "redis"})],
-        defaults={"megabytes": 72},
+        summary="Fills Redis past its memory limit (no eviction): its writes fail.",
+        params=(Param("megabytes", int, 72, "Data written, MB (in steps of 8).", minimum=8),),
     )
 )
 _register(
@@ -461,7 +600,9 @@ _register(
         _same,
         lambda t: [Expectation("HighErrorRate", "catalog")],
         lambda t, p: [("stop", {"target": JOB_PROGRAM})],
-        defaults={"connections": 40},
+        summary=f"The batch job `{JOB_PROGRAM}` holds many PostgreSQL sessions and exhausts "
+        "the server's connection slots.",
+        params=(Param("connections", int, 40, "Sessions the job keeps open.", minimum=1),),
         aliases=lambda t: [JOB_PROGRAM],
     )
 )
@@ -475,7 +616,16 @@ _register(
         _same,
         lambda t: [Expectation("HighErrorRate", "catalog")],
         lambda t, p: [("stop", {"target": JOB_PROGRAM})],
-        defaults={"table": "products"},
+        summary=f"The batch job `{JOB_PROGRAM}` holds an exclusive lock on a table, so "
+        "queries on it wait.",
+        params=(
+            Param(
+                "table",
+                str,
+                "products",
+                "Table locked (the expected alert is catalog's, which reads `products`).",
+            ),
+        ),
         aliases=lambda t: [JOB_PROGRAM],
     )
 )
@@ -489,7 +639,11 @@ _register(
         _same,
         _errors,
         lambda t, p: _set_and_restart({"pool_size": 4, "pool_timeout": 1.0})(t, p),
-        defaults={"pool_size": 1, "pool_timeout": 0.01},
+        summary="Deploys a configuration with a tiny database pool and acquire timeout.",
+        params=(
+            Param("pool_size", int, 1, "Connections in the pool.", minimum=1),
+            Param("pool_timeout", float, 0.01, "Pool acquire timeout, seconds.", minimum=0),
+        ),
     )
 )
 _register(
@@ -508,7 +662,16 @@ _register(
         _same,
         _errors,
         lambda t, p: [("scale", {"service": t, "replicas": topology.BY_NAME[t].replicas})],
-        defaults={"replicas": 1},
+        summary="Stops replicas of the service: the rest cannot carry the load.",
+        params=(
+            Param(
+                "replicas",
+                int,
+                1,
+                "Replicas left running (fewer than the baseline, at least one).",
+                choices=_fewer_replicas,
+            ),
+        ),
     )
 )
 _register(
@@ -521,6 +684,7 @@ _register(
         _same,
         lambda t: [Expectation("QueueBacklog")],
         _rollback,
+        summary="Deploys a configuration with the queue consumer off: the queue backs up.",
     )
 )
 _register(
@@ -533,6 +697,7 @@ _register(
         _same,
         lambda t: [Expectation("UpstreamErrors", "checkout")],
         _rollback,
+        summary="Deploys a lapsed TLS certificate: the service's callers fail the handshake.",
     )
 )
 
@@ -567,14 +732,17 @@ _register(
         _same,
         lambda t: [Expectation("UpstreamErrors", t)],
         lambda t, p: [("rollback", {"service": t}), ("rollback", {"service": "catalog"})],
-        defaults={
-            "timeout": 0.3,
-            "retries": 4,
-            "catalog_workers": 2,
-            "catalog_work_ms": 100,
-            "trigger_delay_ms": 500,
-            "trigger_seconds": 6,
-        },
+        summary="Gives the service short timeouts and many retries towards catalog and shrinks "
+        "catalog's capacity; a transient delay on the edge starts a retry storm that outlives "
+        "it.",
+        params=(
+            Param("timeout", float, 0.3, "The service's timeout for catalog, seconds.", minimum=0),
+            Param("retries", int, 4, "The service's retries towards catalog.", minimum=0),
+            Param("catalog_workers", int, 2, "Requests catalog serves at once.", minimum=1),
+            Param("catalog_work_ms", int, 100, "Catalog's work per request, ms.", minimum=0),
+            Param("trigger_delay_ms", int, 500, "Transient edge delay, ms.", minimum=0),
+            Param("trigger_seconds", float, 6, "How long the edge delay lasts.", minimum=0),
+        ),
         aliases=lambda t: [],
         trigger=lambda shop, t, p: ChangeSet(
             links={f"{t}->catalog": {"delay_ms": p["trigger_delay_ms"]}}

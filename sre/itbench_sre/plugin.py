@@ -6,11 +6,16 @@ catalog already loads.
 
 from __future__ import annotations
 
-from itbench import AgentSpec, Domain, hookimpl
+from typing import TYPE_CHECKING
+
+from itbench import AgentSpec, hookimpl
+
+if TYPE_CHECKING:
+    from itbench_sre.domain import SreDomain
 
 
 @hookimpl
-def itbench_register_domains() -> list[Domain]:
+def itbench_register_domains() -> list[SreDomain]:
     """The SRE domain."""
     from itbench_sre.domain import SreDomain
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from itbench_sre import faults, topology
@@ -9,7 +10,47 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from itbench import ScenarioSpec, Submission
 
+#: What an SRE scenario may ask of the agent.
 TASK_TYPES = ("detection", "localization", "diagnosis", "mitigation")
+#: Delay the ``latency_blip`` noise adds to its edge, ms (below every latency alert).
+BLIP_DELAY_MS = 150
+
+NoiseKind = Literal["restart_replica", "compatible_release", "latency_blip"]
+
+
+@dataclass(frozen=True)
+class NoiseKindDef:
+    """One kind of benign noise.
+
+    Attributes:
+        summary: What it does to the shop.
+        target: What its target names.
+        targets: The valid targets.
+    """
+
+    summary: str
+    target: str
+    targets: tuple[str, ...]
+
+
+NOISE_KINDS: dict[NoiseKind, NoiseKindDef] = {
+    "restart_replica": NoiseKindDef(
+        "Restarts one instance, which comes back by itself.",
+        "a service instance",
+        tuple(topology.all_instances()),
+    ),
+    "compatible_release": NoiseKindDef(
+        "Deploys the service's newest release, which works (services whose newest release is "
+        "faulty, the targets of `bad_release`, are not valid).",
+        "a service",
+        tuple(s.name for s in topology.SERVICES if s.name not in faults.get("bad_release").targets),
+    ),
+    "latency_blip": NoiseKindDef(
+        f"Adds {BLIP_DELAY_MS} ms to one call edge for `seconds`, then clears it.",
+        "a call edge `caller->callee`",
+        faults.get("edge_latency").targets,
+    ),
+}
 
 
 class FaultSpec(BaseModel):
@@ -17,9 +58,11 @@ class FaultSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    mechanism: str
-    target: str
-    params: dict[str, Any] = Field(default_factory=dict)
+    mechanism: str = Field(description="A mechanism of the fault library (see below).")
+    target: str = Field(description="One of the mechanism's valid targets.")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="The mechanism's parameters; unset ones take defaults."
+    )
 
     @field_validator("mechanism")
     @classmethod
@@ -30,13 +73,18 @@ class FaultSpec(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _known_target(self) -> FaultSpec:
+    def _valid_target_and_params(self) -> FaultSpec:
         mech = faults.get(self.mechanism)
         if self.target not in mech.targets:
+            others = [m.name for m in faults.MECHANISMS.values() if self.target in m.targets]
+            hint = f"; mechanisms for {self.target!r}: {', '.join(others)}" if others else ""
             raise ValueError(
                 f"target {self.target!r} is not valid for {self.mechanism} "
-                f"(valid: {', '.join(mech.targets)})"
+                f"(valid: {', '.join(mech.targets)}){hint}"
             )
+        problems = mech.param_problems(self.target, self.params)
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def merged_params(self) -> dict[str, Any]:
@@ -49,21 +97,18 @@ class NoiseSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["restart_replica", "compatible_release", "latency_blip"]
-    target: str
+    kind: NoiseKind
+    target: str = Field(description="One of the kind's valid targets (see below).")
     seconds: float = Field(default=3.0, gt=0, description="Duration of a latency blip.")
 
     @model_validator(mode="after")
     def _valid_target(self) -> NoiseSpec:
-        if self.kind == "restart_replica" and self.target not in topology.all_instances():
-            raise ValueError(f"restart_replica needs an instance name, got {self.target!r}")
-        if self.kind == "compatible_release" and self.target not in topology.BY_NAME:
-            raise ValueError(f"compatible_release needs a service name, got {self.target!r}")
-        if (
-            self.kind == "latency_blip"
-            and self.target not in faults.MECHANISMS["edge_latency"].targets
-        ):
-            raise ValueError(f"latency_blip needs an edge caller->callee, got {self.target!r}")
+        kind = NOISE_KINDS[self.kind]
+        if self.target not in kind.targets:
+            raise ValueError(
+                f"{self.kind} needs {kind.target}, got {self.target!r} "
+                f"(valid: {', '.join(kind.targets)})"
+            )
         return self
 
 
@@ -85,22 +130,34 @@ class GroundTruth(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    incident: bool
-    root_causes: list[str] = Field(default_factory=list)
-    aliases: dict[str, list[str]] = Field(default_factory=dict)
-    fault_types: list[str] = Field(default_factory=list)
-    propagation: list[tuple[str, str]] = Field(default_factory=list)
-    alerts: list[str] = Field(default_factory=list)
+    incident: bool = Field(description="Whether there is an incident (false: a control).")
+    root_causes: list[str] = Field(default_factory=list, description="Root-cause entities.")
+    aliases: dict[str, list[str]] = Field(
+        default_factory=dict, description="Extra names accepted for each root cause."
+    )
+    fault_types: list[str] = Field(
+        default_factory=list, description="Fault types, from the fault-type vocabulary."
+    )
+    propagation: list[tuple[str, str]] = Field(
+        default_factory=list, description="Edges `[from, to]` the failure spread along."
+    )
+    alerts: list[str] = Field(default_factory=list, description="Alerts the faults raise.")
 
 
 class SreSpec(ScenarioSpec):
     """An SRE scenario: faults and noise on the shop, and what the agent must do."""
 
     domain: Literal["sre"]
-    faults: list[FaultSpec] = Field(default_factory=list)
-    noise: list[NoiseSpec] = Field(default_factory=list)
+    faults: list[FaultSpec] = Field(
+        default_factory=list, description="Injected faults; none makes a control scenario."
+    )
+    noise: list[NoiseSpec] = Field(
+        default_factory=list, description="Benign events played before the faults."
+    )
     traces: bool = Field(default=True, description="Whether services record spans.")
-    workload_rate: float = Field(default=8.0, gt=0, le=40)
+    workload_rate: float = Field(
+        default=8.0, gt=0, le=40, description="Requests per second of the load generator."
+    )
     slo: SloSpec = Field(default_factory=SloSpec)
     ground_truth: GroundTruth | None = Field(
         default=None, description="Derived from the fault library when omitted."

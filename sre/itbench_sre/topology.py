@@ -55,6 +55,15 @@ SERVICES: tuple[ServiceDef, ...] = (
 
 BY_NAME: dict[str, ServiceDef] = {s.name: s for s in SERVICES}
 
+#: Feature flags of each service's configuration (all off in the baseline deployment).
+FLAGS: dict[str, tuple[str, ...]] = {
+    "catalog": ("dynamic_pricing",),
+    "cart": ("session_cache",),
+    "currency": ("precise_rounding",),
+    "recommendation": ("personalized",),
+    "checkout": ("gift_wrap",),
+}
+
 # --- port layout inside a trial's block ---------------------------------------------------
 PORTS_PER_ENV = 100
 PROMETHEUS, REDIS, POSTGRES, LOADGEN, MESH_METRICS = 0, 1, 2, 3, 4

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from itbench_sre import agents, faults, topology
+from itbench_sre.domain import SreDomain
 from itbench_sre.embedded import HARNESS_RECORD, recorded_shared
 from itbench_sre.pgtemplate import shared_root
 from itbench_sre.scoring import judge_answer
-from itbench_sre.spec import SreSpec
+from itbench_sre.spec import NOISE_KINDS, TASK_TYPES, NoiseKind, SreSpec
 from pydantic import ValidationError
 
 from itbench.catalog import Catalog
@@ -62,8 +64,60 @@ def test_bad_specs_name_the_field_and_reason() -> None:
         )
     with pytest.raises(ValidationError, match="unknown task type"):
         _spec(task_types=["fixing"])
-    with pytest.raises(ValidationError, match="needs an instance name"):
+    with pytest.raises(ValidationError, match=r"needs a service instance, got 'cart' \(valid: "):
         _spec(noise=[{"kind": "restart_replica", "target": "cart"}])
+
+
+def test_errors_list_the_valid_values() -> None:
+    """A wrong mechanism, target, parameter or noise target names what would be valid."""
+    with pytest.raises(ValidationError, match=r"unknown mechanism 'nope' \(known: bad_release, "):
+        _spec(faults=[{"mechanism": "nope", "target": "redis"}])
+    with pytest.raises(ValidationError, match="mechanisms for 'cart': crash_loop_config, "):
+        _spec(faults=[{"mechanism": "redis_down", "target": "cart"}])
+    edge = {"mechanism": "edge_latency", "target": "frontend->cart"}
+    with pytest.raises(ValidationError, match=r"unknown parameter 'delay' .* \(valid: delay_ms\)"):
+        _spec(faults=[{**edge, "params": {"delay": 5}}])
+    with pytest.raises(ValidationError, match="'delay_ms' of edge_latency must be number, got"):
+        _spec(faults=[{**edge, "params": {"delay_ms": "slow"}}])
+    with pytest.raises(ValidationError, match="must be number, got True"):
+        _spec(faults=[{**edge, "params": {"delay_ms": True}}])
+    loss = {"mechanism": "edge_loss", "target": "frontend->cart", "params": {"loss": 2}}
+    with pytest.raises(ValidationError, match="'loss' of edge_loss must be >= 0, <= 1, got 2"):
+        _spec(faults=[loss])
+    flag = {"mechanism": "feature_flag", "target": "checkout"}
+    with pytest.raises(ValidationError, match="on checkout must be one of 'gift_wrap'.*default"):
+        _spec(faults=[flag])
+    assert _spec(faults=[{**flag, "params": {"flag": "gift_wrap"}}]).faults[0].merged_params()
+    with pytest.raises(ValidationError, match=r"needs a service, got 'cart' \(valid: frontend, "):
+        _spec(noise=[{"kind": "compatible_release", "target": "cart"}])
+
+
+def test_noise_kinds_and_task_types_are_the_domains_vocabulary() -> None:
+    assert set(NOISE_KINDS) == set(get_args(NoiseKind))
+    assert SreDomain.task_types == TASK_TYPES
+    for mech in faults.MECHANISMS.values():
+        assert mech.summary
+        assert any(not mech.param_problems(t, {}) for t in mech.targets), mech.name
+
+
+def test_reference_lists_mechanisms_params_targets_noise_and_services(domain: SreDomain) -> None:
+    text = domain.reference()
+    for heading in ("Task types", "Fault mechanisms", "Noise", "Controls", "Double faults"):
+        assert f"\n## {heading}\n" in text, heading
+    for mech in faults.MECHANISMS.values():
+        section = text.split(f"### `{mech.name}`\n", 1)[1].split("\n## ", 1)[0]
+        section = section.split("\n### ", 1)[0]
+        for param in mech.params:
+            row = f"| `{param.name}` | {param.type_name} | `{json.dumps(param.default)}` |"
+            assert row in section, (mech.name, param.name)
+        for target in mech.targets:
+            assert f"| `{target}` | `{mech.root(target)}` |" in section, (mech.name, target)
+    noise = text.split("\n## Noise\n", 1)[1].split("\n## ", 1)[0]
+    for kind, definition in NOISE_KINDS.items():
+        row = next(line for line in noise.splitlines() if line.startswith(f"| `{kind}` |"))
+        assert all(f"`{t}`" in row for t in definition.targets), kind
+    for service in topology.SERVICES:
+        assert f"| `{service.name}` | {service.replicas} ({service.max_replicas}) |" in text
 
 
 def test_ground_truth_is_derived_from_the_library() -> None:

@@ -1,72 +1,24 @@
 """The check library: hidden-variant generators with known verdicts, and reference artifacts.
 
 Per requirement: variants of systems with their ground truth, and the reference evidence
-collection and policy. Read only by the evaluator and the oracle.
+collection and policy. Read only by the evaluator and the oracle. :mod:`.base` defines a check
+and a variant; :mod:`.k8s`, :mod:`.linux` and :mod:`.cloud` hold the checks of each family.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, ClassVar
 
-#: Rego header of every reference policy (Rego v1).
-HEADER = "import rego.v1\n"
+from itbench_ciso.checks import cloud, k8s, linux
+from itbench_ciso.checks.base import Check
 
-
-@dataclass(frozen=True)
-class Check:
-    """One requirement of the library.
-
-    Attributes:
-        id: Stable id (the scenario's ``check`` field).
-        title: One line.
-        rego: Body of the reference policy (rules after the package line and imports); it
-            defines ``violations``.
-        requirement: The requirement text handed to the agent.
-    """
-
-    family: ClassVar[str] = ""
-    id: str
-    title: str
-    rego: str
-    requirement: str = ""
-
-    def policy(self, package: str = "compliance") -> str:
-        """The full reference policy in ``package``."""
-        return f"package {package}\n\n{HEADER}\n{self.rego.strip()}\n"
-
-
-@dataclass
-class Variant:
-    """One system (cluster snapshot, host or account) the agent's artifacts are judged on.
-
-    Attributes:
-        name: Variant name inside the trial (``v1``, ``visible``...).
-        data: Family-specific content (pods, a host tree, an account plan).
-        violating: Ground truth: ids of violating resources (a host or account uses its
-            variant name as the one id).
-        units: Every resource id that is judged (violating or not).
-        notes: What the variant exercises (for the trial's artifacts).
-    """
-
-    name: str
-    data: Any
-    violating: set[str]
-    units: list[str]
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def compliant(self) -> bool:
-        """Whether nothing in the variant violates the requirement."""
-        return not self.violating
+#: Families of the library, in the order of the reference.
+FAMILIES = ("kubernetes", "linux", "cloud")
 
 
 @cache
 def all_checks() -> dict[str, Check]:
     """Every check of the library, by id."""
-    from itbench_ciso.checks import cloud, k8s, linux
-
     out: dict[str, Check] = {}
     for module in (k8s, linux, cloud):
         for check in module.CHECKS:
@@ -74,3 +26,8 @@ def all_checks() -> dict[str, Check]:
                 raise ValueError(f"duplicate check id {check.id}")
             out[check.id] = check
     return out
+
+
+def ids_of(family: str) -> list[str]:
+    """Ids of the checks of a library family (``kubernetes``, ``linux``, ``cloud``)."""
+    return [cid for cid, check in all_checks().items() if check.family == family]

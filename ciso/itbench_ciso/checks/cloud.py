@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from itbench_ciso.checks import Check, Variant
+from itbench_ciso.checks.base import Check, Variant
 
 Plan = dict[str, Any]
 Mutation = Callable[[Plan], None]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from itbench_ciso.checks import Check, Variant
+from itbench_ciso.checks.base import Check, Variant
 
 
 @dataclass

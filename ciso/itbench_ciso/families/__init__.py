@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from itbench import Evaluation, Tool
-from itbench_ciso.checks import Variant
+from itbench_ciso.checks.base import Variant
 from itbench_ciso.engine import PACKAGE, RULE, PolicyEngine
 from itbench_ciso.scoring import Confusion, evaluation
 from itbench_ciso.spec import CisoSpec, CisoSubmission

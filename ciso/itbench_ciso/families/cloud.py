@@ -12,28 +12,15 @@ from itbench_ciso.ansible import PlayOutcome, run_playbook
 from itbench_ciso.aws import DEFAULT_CREDENTIALS, REGION, MotoServer
 from itbench_ciso.checks import cloud
 from itbench_ciso.collector import Collected, run_collector
+from itbench_ciso.contracts import CLOUD
 from itbench_ciso.engine import PACKAGE, RULE
 from itbench_ciso.families import Runtime, timer
+from itbench_ciso.ports import PORT_AWS
 from itbench_ciso.scoring import evaluation, judge_verdicts, nonempty
 from itbench_ciso.spec import CisoSubmission
 
 #: Seconds a collector may run, unless ``--option collector_timeout=S`` says otherwise.
 COLLECTOR_TIMEOUT = 60.0
-
-CONTRACT = (
-    "Submit `policy` (a Rego v1 module, `package compliance`, `import rego.v1`) and either "
-    "`collector` (a Python 3 script) or `playbook` (an Ansible playbook). The harness runs the "
-    "collector once per account with AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, "
-    "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN and AWS_DEFAULT_REGION set (boto3 and the AWS "
-    "CLI pick them up); it must print one JSON document, the evidence, on stdout. A playbook "
-    "instead runs once, on an inventory with one host per account (connection local) whose "
-    "variable `aws_environment` holds those environment variables (use it as a task's "
-    "`environment`); it must set the host fact `evidence` or write the JSON to "
-    "`{{ evidence_file }}`. The policy gets an account's evidence as `input` and must define "
-    "the set `violations`: non-empty exactly when the account does not meet the requirement. "
-    "Collectors and playbooks run with a time limit, may write only in their own run "
-    "directory and reach only the endpoint."
-)
 
 
 class CloudRuntime(Runtime):
@@ -41,8 +28,6 @@ class CloudRuntime(Runtime):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        from itbench_ciso.environment import PORT_AWS
-
         self.server = MotoServer(self.ctx.port(PORT_AWS), self.ctx.trial_dir)
         self.runs = 0
         self.last_evidence: Any = {}
@@ -152,7 +137,7 @@ class CloudRuntime(Runtime):
             "endpoint_url": self.server.url,
             "account_id": creds.account_id,
             "environment_variables": creds.env(self.server.url),
-            "contract": CONTRACT,
+            "contract": CLOUD.contract,
             "collector_timeout": self.timeout,
         }
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from itbench import Evaluation, Tool, ToolError
 from itbench_ciso.checks import k8s
+from itbench_ciso.contracts import KUBERNETES, POLICY_UPDATE
 from itbench_ciso.engine import PACKAGE, RULE, PolicyError
 from itbench_ciso.families import Runtime, digest, timer
 from itbench_ciso.scoring import Confusion, evaluation, judge_resources
@@ -127,14 +128,7 @@ class KubernetesRuntime(Runtime):
         return {
             "requirement": self.spec.requirement,
             "cluster_snapshot": str(self.workspace / SNAPSHOT_FILE),
-            "policy_contract": (
-                "Submit `policy`: a Rego v1 module (`package compliance`, `import rego.v1`). Its "
-                "input is the document `kubectl get pods --all-namespaces -o json` prints "
-                "(`input.items` are pods). It must define the set `violations` holding one "
-                'entry per violating pod: {"kind": "Pod", "namespace": ..., "name": ...}. '
-                "It is judged on other clusters than the one shown: every violating pod must "
-                "be returned and no other."
-            ),
+            "policy_contract": KUBERNETES.contract,
         }
 
     def judge(self, submission: CisoSubmission | None) -> Evaluation:
@@ -215,14 +209,7 @@ class UpdateRuntime(KubernetesRuntime):
             "cluster_snapshot": str(self.workspace / SNAPSHOT_FILE),
             "policy_set": str(self.workspace / "policies"),
             "policy_files": sorted(self.original()),
-            "policy_contract": (
-                "Submit `policies`: the whole policy set as file name -> Rego source, with the "
-                "same file names and packages. Each module `package compliance.<name>` defines "
-                'the set `violations` of violating pods {"kind": "Pod", "namespace": ..., '
-                '"name": ...} over the input `kubectl get pods --all-namespaces -o json`. '
-                "Change the policy the new requirement concerns so that it enforces the new "
-                "requirement; every other policy must keep giving exactly the same results."
-            ),
+            "policy_contract": POLICY_UPDATE.contract,
         }
 
     def judge(self, submission: CisoSubmission | None) -> Evaluation:

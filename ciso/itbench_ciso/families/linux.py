@@ -10,7 +10,9 @@ import yaml
 
 from itbench import Evaluation, Tool
 from itbench_ciso.ansible import PlayOutcome, inventory, run_playbook
-from itbench_ciso.checks import Variant, linux
+from itbench_ciso.checks import linux
+from itbench_ciso.checks.base import Variant
+from itbench_ciso.contracts import LINUX
 from itbench_ciso.engine import PACKAGE, RULE
 from itbench_ciso.families import Runtime, timer
 from itbench_ciso.scoring import evaluation, judge_verdicts, nonempty
@@ -18,19 +20,6 @@ from itbench_ciso.spec import CisoSubmission
 
 #: Seconds a playbook may run, unless ``--option playbook_timeout=S`` says otherwise.
 PLAYBOOK_TIMEOUT = 60.0
-
-CONTRACT = (
-    "Submit `playbook` (an Ansible playbook, YAML) and `policy` (a Rego v1 module, `package "
-    "compliance`, `import rego.v1`). The harness writes an inventory (group `targets`, "
-    "connection local) whose hosts carry two variables: `host_root`, the directory that stands "
-    "for the host's `/` (read `{{ host_root }}/etc/...`; it is read-only), and `evidence_file`. "
-    "The playbook must deliver one JSON evidence document per host: either set the host fact "
-    "`evidence` (ansible.builtin.set_fact) or write the JSON to `{{ evidence_file }}`. The "
-    "policy gets that document as `input` and must define the set `violations`: non-empty "
-    "exactly when the host does not meet the requirement. The playbook runs with a time limit, "
-    "may not use become/delegate_to/connection, and may write only inside its own run "
-    "directory."
-)
 
 
 class LinuxRuntime(Runtime):
@@ -121,7 +110,7 @@ class LinuxRuntime(Runtime):
             "requirement": self.spec.requirement,
             "hosts": {name: str(root) for name, root in self.roots.items()},
             "inventory": str(self.workspace / "inventory.yml"),
-            "contract": CONTRACT,
+            "contract": LINUX.contract,
             "playbook_timeout": self.timeout,
         }
 

@@ -1,0 +1,162 @@
+"""Plugin registration: first registration wins, and every plugin mistake is a named problem."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import CliFn
+
+from itbench.bench import Bench
+from itbench.plugins import make_plugin_manager
+
+
+def _module(root: Path, name: str, source: str) -> str:
+    (root / f"{name}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    return name
+
+
+@pytest.fixture
+def plugin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "plugin-modules"
+    root.mkdir()
+    monkeypatch.syspath_prepend(str(root))
+    return root
+
+
+def test_a_duplicate_name_keeps_the_first_registration_and_blames_the_later_plugin(
+    plugin_dir: Path,
+) -> None:
+    agent = """
+        from itbench import AgentSpec, hookimpl
+        from itbench.agents import NoopAgent
+
+        @hookimpl
+        def itbench_register_agents():
+            return [AgentSpec("noop", lambda ctx: NoopAgent(), "{label}")]
+    """
+    first = _module(plugin_dir, "dup_first", agent.replace("{label}", "first"))
+    second = _module(plugin_dir, "dup_second", agent.replace("{label}", "second"))
+    bench = Bench(plugins=[first, second], autoload=False)
+    # The built-in noop was registered before either plugin, so it wins over both.
+    assert bench.agents["noop"].description.startswith("Submits nothing")
+    blamed = {p.plugin for p in bench.host.problems if "'noop' is already registered" in p.reason}
+    assert blamed == {first, second}
+    assert all("itbench.agents" not in p.plugin for p in bench.host.problems)
+
+    unique = agent.replace('"noop"', '"dup/agent"')
+    a = _module(plugin_dir, "uniq_first", unique.replace("{label}", "first"))
+    b = _module(plugin_dir, "uniq_second", unique.replace("{label}", "second"))
+    bench = Bench(plugins=[a, b], autoload=False)
+    assert bench.agents["dup/agent"].description == "first"
+    [problem] = [p for p in bench.host.problems if "dup/agent" in p.reason]
+    assert problem.plugin == b and "by plugin 'uniq_first'" in problem.reason
+
+
+def test_wrong_typed_items_unknown_hooks_and_unsupported_options_are_problems(
+    plugin_dir: Path,
+) -> None:
+    name = _module(
+        plugin_dir,
+        "sloppy_plugin",
+        """
+        from itbench import hookimpl
+
+        @hookimpl
+        def itbench_register_agents():
+            return ["not an agent spec"]
+
+        @hookimpl
+        def itbench_register_domians():
+            return []
+
+        @hookimpl(wrapper=True)
+        def itbench_register_reporters():
+            return (yield)
+
+        def itbench_register_executors():
+            return []
+        """,
+    )
+    bench = Bench(plugins=[name], autoload=False)
+    assert "noop" in bench.agents  # the built-in agents are unaffected
+    reasons = {p.reason for p in bench.host.problems if p.plugin == name}
+    assert any("expected AgentSpec" in r and "str" in r for r in reasons), reasons
+    assert any(
+        "unknown hook itbench_register_domians" in r and "itbench_register_domains" in r
+        for r in reasons
+    ), reasons
+    assert any("wrapper=True is not supported" in r for r in reasons), reasons
+    assert any("itbench_register_executors is not marked" in r for r in reasons), reasons
+    # The unsupported wrapper is never called as a plain function.
+    assert set(bench.reporters) == {"csv", "markdown"}
+
+
+def test_the_built_in_plugins_have_no_problems() -> None:
+    host = make_plugin_manager(autoload=False)
+    assert host.problems == []
+
+
+def test_a_raising_lifecycle_hook_is_reported_at_the_end_of_evaluate_and_in_the_run_dir(
+    itbench: CliFn, plugin_site: Path, tmp_path: Path
+) -> None:
+    _module(
+        tmp_path,
+        "lifecycle_raiser",
+        """
+        from itbench import hookimpl
+
+        @hookimpl
+        def itbench_trial_started(trial, trial_dir):
+            raise RuntimeError("trial start hook exploded")
+
+        @hookimpl
+        def itbench_trial_finished(trial, result):
+            raise ValueError("trial finish hook exploded")
+        """,
+    )
+    res = itbench(
+        "evaluate",
+        "--agent",
+        "toy/solver",
+        "-s",
+        "toy/healthy",
+        "--plugin",
+        "lifecycle_raiser",
+        "--out",
+        "run",
+        env={"PYTHONPATH": f"{tmp_path}:{plugin_site}"},
+    )
+    assert res.returncode == 0, res.stderr
+    tail = res.stderr.strip().splitlines()[-2:]
+    assert any("trial start hook exploded" in line for line in tail), res.stderr
+    assert any("trial finish hook exploded" in line for line in tail), res.stderr
+    assert all("lifecycle_raiser" in line for line in tail)
+    recorded = json.loads((tmp_path / "run" / "plugin-problems.json").read_text())
+    hooks = {p["hook"] for p in recorded if p["plugin"] == "lifecycle_raiser"}
+    assert hooks == {"itbench_trial_started", "itbench_trial_finished"}
+    assert all(p["during_run"] for p in recorded if p["plugin"] == "lifecycle_raiser")
+
+
+def test_a_misspelled_hook_makes_itbench_plugins_exit_1(
+    itbench: CliFn, plugin_site: Path, tmp_path: Path
+) -> None:
+    _module(
+        tmp_path,
+        "misspelled_hook",
+        """
+        from itbench import hookimpl
+
+        @hookimpl
+        def itbench_register_agent():
+            return []
+        """,
+    )
+    res = itbench(
+        "plugins", "--plugin", "misspelled_hook", env={"PYTHONPATH": f"{tmp_path}:{plugin_site}"}
+    )
+    assert res.returncode == 1
+    assert "unknown hook itbench_register_agent" in res.stderr
+    assert "did you mean itbench_register_agents" in res.stderr
