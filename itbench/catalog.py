@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import itertools
 import re
@@ -20,23 +21,60 @@ _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when bui
 
 SCENARIO_FILE = "scenario.yaml"
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: A matrix parameter in an ``id:`` template: ``{name}`` or ``${name}``.
+_ID_PLACEHOLDER = re.compile(r"\$?\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _UNSAFE = re.compile(r"[^a-z0-9]+")
+#: Top-level ``id:``/``domain:`` lines, read from a file that is not valid YAML.
+_TOP_LEVEL = re.compile(r"^(id|domain):[ \t]*['\"]?([^'\"#\s]+)", re.MULTILINE)
 
 
 @dataclass
 class ScenarioError:
-    """A rejected scenario file: which file, which field, why."""
+    """A rejected scenario file: which file, which field, why.
+
+    Attributes:
+        path: The scenario file.
+        field: The offending field (dotted path), ``None`` for the whole file.
+        reason: Why it was rejected.
+        scenario_id: The variant's id, when the file got that far.
+        intended_id: The id the file meant to define: its ``id:`` (a template for a matrix),
+            else ``domain/name`` from its file name, else the name alone.
+    """
 
     path: Path
     field: str | None
     reason: str
     scenario_id: str | None = None
+    intended_id: str | None = None
 
     def line(self) -> str:
         """One human line for the error."""
         where = f" [{self.scenario_id}]" if self.scenario_id else ""
         fld = f" field '{self.field}'" if self.field else ""
         return f"{self.path}{where}:{fld} {self.reason}"
+
+    def ids(self) -> list[str]:
+        """The ids this rejection stands for (the variant's and the intended one)."""
+        return [i for i in (self.scenario_id, self.intended_id) if i]
+
+    def matches(self, pattern: str) -> bool:
+        """Whether a selection pattern (as of :meth:`Catalog.select`) names this file."""
+        if any(_id_matches(i, pattern) for i in self.ids()):
+            return True
+        return not any(c in pattern for c in "*?[") and self.concerns(pattern)
+
+    def concerns(self, scenario_id: str) -> bool:
+        """Whether ``scenario_id`` is (a variant of) the scenario this file meant to define."""
+        if scenario_id in self.ids():
+            return True
+        intended = self.intended_id
+        if not intended:
+            return False
+        if _ID_PLACEHOLDER.search(intended):
+            parts = _ID_PLACEHOLDER.split(intended)[::2]  # the literal text between placeholders
+            regex = "[a-z0-9-]+".join(re.escape(p) for p in parts)
+            return re.fullmatch(regex, scenario_id) is not None
+        return scenario_id.startswith(intended + "-")
 
 
 @dataclass
@@ -76,6 +114,16 @@ class Catalog:
             out.append(spec)
         return out
 
+    def rejected(self, patterns: Sequence[str] = ()) -> list[ScenarioError]:
+        """Rejections of files whose intended id matches any pattern (all without a pattern)."""
+        if not patterns:
+            return list(self.errors)
+        return [e for e in self.errors if any(e.matches(p) for p in patterns)]
+
+    def rejections_of(self, scenario_id: str) -> list[ScenarioError]:
+        """Why the file meant to define ``scenario_id`` was rejected (empty when it was not)."""
+        return [e for e in self.errors if e.concerns(scenario_id)]
+
 
 def _id_matches(sid: str, pattern: str) -> bool:
     if any(c in pattern for c in "*?["):
@@ -111,9 +159,40 @@ def _default_name(path: Path) -> str:
     return path.parent.name if path.name == SCENARIO_FILE else path.stem
 
 
+def _slug(value: Any) -> str:
+    return _UNSAFE.sub("-", str(value).lower()).strip("-")
+
+
 def _variant_suffix(values: Iterable[Any]) -> str:
-    parts = [_UNSAFE.sub("-", str(v).lower()).strip("-") for v in values]
-    return "-".join(p for p in parts if p)
+    return "-".join(p for p in (_slug(v) for v in values) if p)
+
+
+class IdTemplateError(ValueError):
+    """An ``id:`` template names a parameter the matrix does not have."""
+
+
+def id_template_names(value: Any) -> list[str]:
+    """The matrix parameters an ``id:`` template uses (empty when ``value`` is no template)."""
+    return _ID_PLACEHOLDER.findall(value) if isinstance(value, str) else []
+
+
+def _render_id(template: str, params: dict[str, Any]) -> str:
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in params:
+            known = ", ".join(params) or "none: the document has no matrix"
+            raise IdTemplateError(
+                f"template {template!r} names unknown parameter {name!r} "
+                f"(matrix parameters: {known})"
+            )
+        slug = _slug(params[name])
+        if not slug:
+            raise IdTemplateError(
+                f"parameter {name!r} value {params[name]!r} gives an empty id part"
+            )
+        return slug
+
+    return _ID_PLACEHOLDER.sub(value, template)
 
 
 def _substitute(node: Any, params: dict[str, Any]) -> Any:
@@ -131,33 +210,44 @@ def _substitute(node: Any, params: dict[str, Any]) -> Any:
     return node
 
 
-def expand_matrix(doc: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Expand a scenario document's ``matrix`` into ``(document, params)`` variants.
-
-    Raises:
-        ValueError: the matrix is not a mapping of lists or a list of mappings.
-    """
-    matrix = doc.get("matrix")
-    base = {k: v for k, v in doc.items() if k != "matrix"}
-    if matrix is None:
-        return [(base, {})]
-    combos: list[dict[str, Any]]
+def _combinations(matrix: Any) -> list[dict[str, Any]]:
     if isinstance(matrix, dict):
         if not matrix or not all(isinstance(v, list) and v for v in matrix.values()):
             raise ValueError("must map each parameter to a non-empty list of values")
         keys = list(matrix)
-        combos = [
-            dict(zip(keys, vals, strict=True)) for vals in itertools.product(*matrix.values())
-        ]
-    elif isinstance(matrix, list) and matrix and all(isinstance(m, dict) and m for m in matrix):
-        combos = [dict(m) for m in matrix]
-    else:
-        raise ValueError("must be a mapping of parameter -> list, or a non-empty list of mappings")
+        return [dict(zip(keys, vals, strict=True)) for vals in itertools.product(*matrix.values())]
+    if isinstance(matrix, list) and matrix and all(isinstance(m, dict) and m for m in matrix):
+        return [dict(m) for m in matrix]
+    raise ValueError("must be a mapping of parameter -> list, or a non-empty list of mappings")
+
+
+def expand_matrix(doc: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Expand a scenario document's ``matrix`` into ``(document, params)`` variants.
+
+    A variant's id is the document's ``id:`` with its parameters' values as a suffix
+    (``toy/x`` gives ``toy/x-a-1``), unless the ``id:`` is a template naming parameters
+    (``toy/x-{k}`` or ``toy/x-${k}``), which then gives exactly that id (``toy/x-a``). Each
+    variant carries its suffix as ``_suffix`` (empty for a template).
+
+    Raises:
+        IdTemplateError: the ``id:`` template names a parameter the matrix lacks.
+        ValueError: the matrix is not a mapping of lists or a list of mappings.
+    """
+    matrix = doc.get("matrix")
+    base = {k: v for k, v in doc.items() if k != "matrix"}
+    template = base.get("id") if id_template_names(base.get("id")) else None
+    if matrix is None:
+        if template is not None:
+            _render_id(template, {})  # raises: a template without a matrix
+        return [(base, {})]
     out = []
-    for params in combos:
+    for params in _combinations(matrix):
         variant = _substitute(base, params)
-        suffix = _variant_suffix(params.values())
-        variant["_suffix"] = suffix
+        if template is not None:
+            variant["id"] = _render_id(template, params)
+            variant["_suffix"] = ""
+        else:
+            variant["_suffix"] = _variant_suffix(params.values())
         variant["params"] = {**base.get("params", {}), **params}
         out.append((variant, params))
     return out
@@ -169,6 +259,29 @@ def _field_of(err: dict[str, Any]) -> str:
     return ".".join(loc) or "(document)"
 
 
+def _intended_id(path: Path, doc: Any) -> str:
+    """The id a scenario file means to define, from its ``id:``, ``domain:`` and name."""
+    if isinstance(doc, dict):
+        found = {k: doc.get(k) for k in ("id", "domain")}
+    else:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        found = {m.group(1): m.group(2) for m in _TOP_LEVEL.finditer(text)}
+    if isinstance(found.get("id"), str) and found["id"]:
+        return str(found["id"])
+    domain = found.get("domain")
+    name = _default_name(path)
+    return f"{domain}/{name}" if isinstance(domain, str) and domain else name
+
+
+def _unknown_task_types(values: Any, vocabulary: Sequence[str]) -> list[str]:
+    if not vocabulary or not isinstance(values, list):
+        return []
+    return [v for v in values if isinstance(v, str) and v not in vocabulary]
+
+
 class ScenarioLoader:
     """Loads scenario files against the registered domains' specs."""
 
@@ -176,7 +289,7 @@ class ScenarioLoader:
         self.domains = domains
 
     def load(self, roots: Sequence[Path]) -> Catalog:
-        """Load every catalog root; later duplicates of an id are rejected."""
+        """Load every catalog root; a later duplicate of an id is rejected naming both files."""
         catalog = Catalog()
         origin: dict[str, Path] = {}
         seen_roots: set[Path] = set()
@@ -201,6 +314,7 @@ class ScenarioLoader:
                                 "id",
                                 f"duplicate id, already defined in {origin[spec.id]}",
                                 spec.id,
+                                spec.id,
                             )
                         )
                         continue
@@ -217,45 +331,87 @@ class ScenarioLoader:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            return [ScenarioError(path, None, f"invalid YAML{where}: {problem}")]
+            intended = _intended_id(path, None)
+            return [ScenarioError(path, None, f"invalid YAML{where}: {problem}", None, intended)]
         except OSError as exc:
             return [ScenarioError(path, None, f"cannot read: {exc.strerror}")]
+        intended = _intended_id(path, doc)
+
+        def error(fld: str | None, reason: str, sid: str | None = None) -> ScenarioError:
+            return ScenarioError(path, fld, reason, sid, intended)
+
         if not isinstance(doc, dict):
-            return [ScenarioError(path, None, "must be a YAML mapping of scenario fields")]
+            return [error(None, "must be a YAML mapping of scenario fields")]
         domain_name = doc.get("domain")
         if domain_name is None:
-            return [
-                ScenarioError(path, "domain", "missing (which domain plugin runs this scenario)")
-            ]
+            return [error("domain", "missing (which domain plugin runs this scenario)")]
         domain = self.domains.get(str(domain_name))
         if domain is None:
-            known = ", ".join(sorted(self.domains)) or "none registered"
-            return [
-                ScenarioError(path, "domain", f"unknown domain {domain_name!r} (known: {known})")
-            ]
+            return [error("domain", self._unknown_domain(str(domain_name)))]
         try:
             variants = expand_matrix(doc)
+        except IdTemplateError as exc:
+            return [error("id", str(exc))]
         except ValueError as exc:
-            return [ScenarioError(path, "matrix", str(exc))]
+            return [error("matrix", str(exc))]
+        vocabulary = tuple(domain.task_types)
         out: list[ScenarioSpec | ScenarioError] = []
-        for variant, _params in variants:
+        ids: set[str] = set()
+        for variant, params in variants:
             suffix = variant.pop("_suffix", "")
             base_id = variant.get("id") or f"{domain_name}/{_default_name(path)}"
             if not isinstance(base_id, str):
-                out.append(ScenarioError(path, "id", "must be a string"))
+                out.append(error("id", "must be a string"))
                 continue
-            variant["id"] = f"{base_id}-{suffix}" if suffix else base_id
-            if not variant["id"].startswith(f"{domain_name}/"):
-                out.append(
-                    ScenarioError(path, "id", f"must start with '{domain_name}/'", variant["id"])
+            sid = variant["id"] = f"{base_id}-{suffix}" if suffix else base_id
+            if not sid.startswith(f"{domain_name}/"):
+                out.append(error("id", f"must start with '{domain_name}/'", sid))
+                continue
+            if sid in ids:
+                out.append(error("id", self._shared_id(doc, params), sid))
+                continue
+            ids.add(sid)
+            problems = []
+            unknown = _unknown_task_types(variant.get("task_types"), vocabulary)
+            if unknown:
+                problems.append(
+                    error(
+                        "task_types",
+                        f"unknown task type(s) {', '.join(map(repr, unknown))} for domain "
+                        f"{domain_name!r} (valid: {', '.join(vocabulary)})",
+                        sid,
+                    )
                 )
-                continue
             try:
                 spec = domain.spec_model.model_validate(variant)
             except ValidationError as exc:
                 for err in exc.errors():
-                    out.append(ScenarioError(path, _field_of(dict(err)), err["msg"], variant["id"]))
+                    fld = _field_of(dict(err))
+                    if not (unknown and fld.split(".")[0] == "task_types"):
+                        problems.append(error(fld, err["msg"], sid))
+            if problems:
+                out += problems
                 continue
             spec._source_path = path
             out.append(spec)
         return out
+
+    @staticmethod
+    def _shared_id(doc: dict[str, Any], params: dict[str, Any]) -> str:
+        names = id_template_names(doc.get("id"))
+        if not names:
+            return "several variants get this id (their values give the same suffix)"
+        unused = ", ".join(p for p in params if p not in names)
+        return (
+            f"template {doc['id']!r} gives this id to several variants; "
+            f"name every parameter that varies (unused: {unused})"
+        )
+
+    def _unknown_domain(self, name: str) -> str:
+        if not self.domains:
+            return f"unknown domain {name!r} (no domain is registered; is its plugin installed?)"
+        close = difflib.get_close_matches(name, list(self.domains), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return (
+            f"unknown domain {name!r} (registered domains: {', '.join(sorted(self.domains))}){hint}"
+        )

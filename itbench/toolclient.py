@@ -1,7 +1,8 @@
 """The client of a trial's tool server, and its command line (``itbench tool ...``).
 
 This file uses the standard library only and imports nothing else, so it runs on its own:
-``python3 toolclient.py tool call NAME key=value...`` (the leading ``tool`` is optional).
+``python3 toolclient.py tool call NAME key=value...`` (the leading ``tool`` is optional); each
+value is parsed by the type its parameter has in the tool's schema (``GET /tools``).
 It reads the server's address from ``ITBENCH_TOOLS_URL`` and its token from
 ``ITBENCH_TOOLS_TOKEN``. Exit codes: 0 done, 1 the call failed (the message on stderr),
 2 bad usage.
@@ -99,6 +100,28 @@ class ToolClient:
         result: dict[str, Any] = self._request("/task")
         return result
 
+    def parameters(self, tool: str) -> dict[str, Any] | None:
+        """The JSON-schema parameters of ``tool`` (``None`` when the server lists no such tool)."""
+        for spec in self.tools():
+            if isinstance(spec, dict) and spec.get("name") == tool:
+                params = spec.get("parameters")
+                return params if isinstance(params, dict) else None
+        return None
+
+    def call_words(self, tool: str, words: Mapping[str, str], extra: Mapping[str, Any]) -> Any:
+        """Call ``tool`` with raw ``KEY=VALUE`` values typed by its schema, plus ``extra``.
+
+        Raises:
+            ToolClientError: (or the class's ``error``) a value does not fit its parameter's
+                type, or the call failed.
+        """
+        parameters = self.parameters(tool) if words else None
+        try:
+            arguments = typed_arguments(tool, words, parameters)
+        except ArgumentProblem as exc:
+            raise self.error(str(exc)) from None
+        return self.call(tool, **{**arguments, **extra})
+
     def call(self, tool: str, /, **arguments: Any) -> Any:
         """Call a tool and return its result.
 
@@ -130,25 +153,25 @@ def _read_quietly(exc: urllib.error.HTTPError) -> bytes:
         return b""
 
 
-def parse_arguments(pairs: Sequence[str], args_json: str | None = None) -> dict[str, Any]:
-    """Tool arguments from ``KEY=VALUE`` words (values parsed as JSON when they can be).
+class ArgumentProblem(ToolClientError):
+    """A ``KEY=VALUE`` value does not have the type the tool's schema gives its parameter."""
 
-    Args:
-        pairs: ``KEY=VALUE`` words; a VALUE that is not JSON is taken as a string.
-        args_json: a JSON object of further arguments (they win over ``pairs``).
+
+def split_arguments(
+    pairs: Sequence[str], args_json: str | None = None
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The raw ``KEY=VALUE`` words by key, and the ``--args-json`` object.
 
     Raises:
         UsageProblem: a word is not ``KEY=VALUE`` or ``args_json`` is not a JSON object.
     """
-    out: dict[str, Any] = {}
+    words: dict[str, str] = {}
     for item in pairs:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise UsageProblem(f"{item!r} is not KEY=VALUE")
-        try:
-            out[key] = json.loads(raw)
-        except ValueError:
-            out[key] = raw
+        words[key] = raw
+    extra: dict[str, Any] = {}
     if args_json:
         try:
             extra = json.loads(args_json)
@@ -156,8 +179,130 @@ def parse_arguments(pairs: Sequence[str], args_json: str | None = None) -> dict[
             raise UsageProblem(f"--args-json: {exc}") from None
         if not isinstance(extra, dict):
             raise UsageProblem("--args-json must be a JSON object")
-        out.update(extra)
+    return words, extra
+
+
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+_WORDS = {
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean (true or false)",
+    "array": "a JSON array",
+    "object": "a JSON object",
+    "null": "null",
+    "string": "a string",
+}
+_NO_VALUE = object()
+
+
+def _convert(raw: str, kind: str) -> Any:
+    """``raw`` as JSON-schema type ``kind``, or ``_NO_VALUE`` when it is not one."""
+    if kind == "string":
+        return raw
+    if kind == "boolean":
+        low = raw.strip().lower()
+        return True if low in _TRUE else False if low in _FALSE else _NO_VALUE
+    if kind == "null":
+        return None if raw.strip() in ("null", "") else _NO_VALUE
+    value = _loads(raw.encode())
+    if isinstance(value, bool):
+        return _NO_VALUE
+    wanted: dict[str, type | tuple[type, ...]] = {
+        "integer": int,
+        "number": (int, float),
+        "array": list,
+        "object": dict,
+    }
+    if kind == "integer" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value if isinstance(value, wanted.get(kind, ())) else _NO_VALUE
+
+
+def _kinds(schema: Mapping[str, Any], defs: Mapping[str, Any], depth: int = 0) -> list[str]:
+    """The JSON-schema types a parameter accepts (empty: anything), strings last."""
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and depth < 20:
+        return _kinds(defs.get(ref.rsplit("/", 1)[-1], {}), defs, depth + 1)
+    kinds: list[str] = []
+    for key in ("anyOf", "oneOf", "allOf"):
+        for alternative in schema.get(key, ()):
+            sub = _kinds(alternative, defs, depth + 1) if isinstance(alternative, dict) else []
+            if not sub:
+                return []
+            kinds += sub
+    kind = schema.get("type")
+    kinds += [kind] if isinstance(kind, str) else list(kind or ())
+    for key in ("enum", "const"):
+        values = schema.get(key, [None]) if key == "enum" else [schema.get(key)]
+        if key in schema and all(isinstance(v, str) for v in values):
+            kinds.append("string")
+    unique = list(dict.fromkeys(kinds))
+    # A value that parses as another accepted type is that type; any other is a string.
+    return sorted(unique, key=lambda k: k == "string")
+
+
+def typed_arguments(
+    tool: str, words: Mapping[str, str], parameters: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Tool arguments from raw ``KEY=VALUE`` words, each parsed by its parameter's type.
+
+    A parameter of type string keeps its value verbatim (``zip=02134`` stays a string),
+    integers, numbers and booleans are parsed as such, arrays and objects as JSON. A value of
+    a parameter the schema does not describe is parsed as JSON when it can be, else kept as a
+    string.
+
+    Args:
+        tool: The tool's name (for messages).
+        words: Raw values by parameter name.
+        parameters: The tool's JSON-schema parameters (``None`` when unknown).
+
+    Raises:
+        ArgumentProblem: a value is not of its parameter's type.
+    """
+    props = (parameters or {}).get("properties") or {}
+    defs = (parameters or {}).get("$defs") or {}
+    out: dict[str, Any] = {}
+    for key, raw in words.items():
+        prop = props.get(key)
+        kinds = _kinds(prop, defs) if isinstance(prop, dict) else []
+        if not kinds:
+            value = _loads(raw.encode())
+            out[key] = raw if value is _NOT_JSON else value
+            continue
+        for kind in kinds:
+            value = _convert(raw, kind)
+            if value is not _NO_VALUE:
+                out[key] = value
+                break
+        else:
+            expected = " or ".join(_WORDS.get(k, k) for k in kinds)
+            raise ArgumentProblem(
+                f"invalid arguments for {tool}: parameter {key!r} expects {expected}, got {raw!r}"
+            )
     return out
+
+
+def parse_arguments(
+    pairs: Sequence[str],
+    args_json: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    tool: str = "the tool",
+) -> dict[str, Any]:
+    """Tool arguments from ``KEY=VALUE`` words, typed by the tool's parameter schema.
+
+    Args:
+        pairs: ``KEY=VALUE`` words, parsed as :func:`typed_arguments` says.
+        args_json: a JSON object of further arguments (they win over ``pairs``).
+        parameters: the tool's JSON-schema parameters (as ``GET /tools`` lists them); without
+            them a VALUE is parsed as JSON when it can be, else taken as a string.
+        tool: the tool's name, for messages.
+
+    Raises:
+        UsageProblem: a word is not ``KEY=VALUE`` or ``args_json`` is not a JSON object.
+        ArgumentProblem: a value is not of its parameter's type.
+    """
+    words, extra = split_arguments(pairs, args_json)
+    return {**typed_arguments(tool, words, parameters), **extra}
 
 
 def print_json(data: Any) -> None:
@@ -178,8 +323,9 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     call = commands.add_parser(
         "call",
         help="call tool NAME and print its result as JSON",
-        description="Call tool NAME; VALUEs are parsed as JSON when they can be. Prints the "
-        "result as JSON; exits 1 with the tool's error message on stderr when the call fails.",
+        description="Call tool NAME; each VALUE is parsed by the type of its parameter (strings "
+        "verbatim, arrays and objects as JSON). Prints the result as JSON; exits 1 with the "
+        "tool's error message on stderr when a value does not fit or the call fails.",
     )
     call.add_argument("name", metavar="NAME")
     call.add_argument("arguments", nargs="*", metavar="KEY=VALUE")
@@ -212,7 +358,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     parser = sub.get(args.command, top)
     try:
-        kwargs = parse_arguments(args.arguments, args.args_json) if args.command == "call" else {}
+        values: dict[str, str] = {}
+        extra: dict[str, Any] = {}
+        if args.command == "call":
+            values, extra = split_arguments(args.arguments, args.args_json)
         client = ToolClient.from_env(environ)
     except UsageProblem as exc:
         parser.print_usage(sys.stderr)
@@ -224,7 +373,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         elif args.command == "task":
             result = client.task()
         else:
-            result = client.call(args.name, **kwargs)
+            result = client.call_words(args.name, values, extra)
     except ToolClientError as exc:
         sys.stderr.write(f"itbench: {exc}\n")
         return EXIT_FAILED

@@ -142,3 +142,111 @@ def test_list_shows_valid_scenarios_and_counts_rejected_ones(
     assert "Traceback" not in res.stderr
     table = itbench("list", "--scenario-path", str(cat))
     assert "rejected" in table.stdout and "toy/ok" in table.stdout
+
+
+def _matrix_doc(id_line: str, matrix: str) -> str:
+    return GOOD.replace("domain: toy", f"domain: toy\n{id_line}") + matrix
+
+
+@pytest.mark.parametrize("template", ["toy/reg-{k}-n{n}", "toy/reg-${k}-n${n}"])
+def test_an_id_template_gives_exactly_its_id_to_each_variant(
+    loader, tmp_path: Path, template: str
+) -> None:  # type: ignore[no-untyped-def]
+    _write(
+        tmp_path,
+        "toy/t.yaml",
+        _matrix_doc(f'id: "{template}"', "matrix:\n  k: [Alpha, b]\n  n: [1, 2]\n"),
+    )
+    catalog = loader.load([tmp_path])
+    assert not catalog.errors, [e.line() for e in catalog.errors]
+    assert sorted(catalog.scenarios) == [
+        "toy/reg-alpha-n1",
+        "toy/reg-alpha-n2",
+        "toy/reg-b-n1",
+        "toy/reg-b-n2",
+    ]
+    assert catalog.scenarios["toy/reg-b-n2"].params == {"k": "b", "n": 2}
+
+
+def test_a_template_that_leaves_out_a_varying_parameter_is_rejected(loader, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = _write(
+        tmp_path, "toy/t.yaml", _matrix_doc('id: "toy/reg-{k}"', "matrix:\n  k: [a]\n  n: [1, 2]\n")
+    )
+    catalog = loader.load([tmp_path])
+    assert list(catalog.scenarios) == ["toy/reg-a"]
+    [error] = catalog.errors
+    assert error.path == path.resolve() and error.field == "id" and error.scenario_id == "toy/reg-a"
+    assert "several variants" in error.reason and "unused: n" in error.reason
+
+
+def test_a_template_naming_an_unknown_parameter_lists_the_matrix_parameters(
+    loader, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    _write(
+        tmp_path, "toy/t.yaml", _matrix_doc('id: "toy/reg-{kind}"', "matrix:\n  k: [a]\n  n: [1]\n")
+    )
+    _write(tmp_path, "toy/u.yaml", _matrix_doc('id: "toy/plain-{k}"', ""))
+    catalog = loader.load([tmp_path])
+    assert not catalog.scenarios
+    reasons = {e.path.name: (e.field, e.reason) for e in catalog.errors}
+    assert reasons["t.yaml"][0] == "id" and "unknown parameter 'kind'" in reasons["t.yaml"][1]
+    assert "matrix parameters: k, n" in reasons["t.yaml"][1]
+    assert reasons["u.yaml"][0] == "id" and "no matrix" in reasons["u.yaml"][1]
+
+
+def test_ids_from_templates_stay_unique_across_files_naming_both(loader, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    first = _write(tmp_path, "toy/a.yaml", _matrix_doc('id: "toy/x-{k}"', "matrix:\n  k: [a, b]\n"))
+    second = _write(tmp_path, "toy/b.yaml", _matrix_doc("id: toy/x", "matrix:\n  k: [b, c]\n"))
+    catalog = loader.load([tmp_path])
+    assert sorted(catalog.scenarios) == ["toy/x-a", "toy/x-b", "toy/x-c"]
+    [error] = catalog.errors
+    assert error.scenario_id == "toy/x-b" and error.field == "id"
+    assert str(first.resolve()) in error.line() and str(second.resolve()) in error.line()
+
+
+def test_an_unknown_domain_lists_the_registered_ones(loader, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _write(tmp_path, "toy/d.yaml", GOOD.replace("domain: toy", "domain: tyo"))
+    [error] = loader.load([tmp_path]).errors
+    assert error.field == "domain"
+    assert "registered domains: toy" in error.reason and "did you mean 'toy'" in error.reason
+    [error] = ScenarioLoader({}).load([tmp_path]).errors
+    assert "no domain is registered" in error.reason
+
+
+def test_a_task_type_outside_the_domain_vocabulary_is_rejected_listing_the_valid_ones(
+    toy_bench, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    toy = type(toy_bench.domains["toy"])
+    strict = type("StrictToy", (toy,), {"task_types": ("detection", "mitigation")})
+    loader = ScenarioLoader({"toy": strict()})
+    path = _write(tmp_path, "toy/a.yaml", GOOD.replace("[mitigation]", "[mitigation, remediation]"))
+    _write(tmp_path, "toy/ok.yaml", GOOD)
+    catalog = loader.load([tmp_path])
+    assert list(catalog.scenarios) == ["toy/ok"]
+    [error] = catalog.errors
+    assert error.path == path.resolve() and error.field == "task_types"
+    assert "'remediation'" in error.reason and "valid: detection, mitigation" in error.reason
+    # The toy domain itself has no vocabulary, so it takes any task type.
+    assert not ScenarioLoader(toy_bench.domains).load([tmp_path]).errors
+
+
+def test_rejections_are_found_by_the_id_or_name_the_file_meant(loader, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _write(tmp_path, "toy/broken.yaml", "id: toy/broken-one\ndomain: toy\ngoal: [unclosed\n")
+    _write(tmp_path, "toy/nameless.yaml", GOOD.replace("goal: fix it\n", ""))
+    _write(
+        tmp_path,
+        "toy/tmpl.yaml",
+        _matrix_doc('id: "toy/t-{k}"', "matrix:\n  k: [a]\n  n: [1, 2]\n"),
+    )
+    catalog = loader.load([tmp_path])
+    assert [e.path.name for e in catalog.rejected(["toy/broken-one"])] == ["broken.yaml"]
+    assert [e.path.name for e in catalog.rejected(["toy/nameless"])] == ["nameless.yaml"]
+    assert [e.path.name for e in catalog.rejected(["toy/t-a"])] == ["tmpl.yaml"]
+    assert {e.path.name for e in catalog.rejected(["toy/*"])} == {
+        "broken.yaml",
+        "nameless.yaml",
+        "tmpl.yaml",
+    }
+    assert catalog.rejected(["toy/other"]) == [] and len(catalog.rejected()) == 3
+    assert [e.field for e in catalog.rejections_of("toy/nameless")] == ["goal"]
+    assert catalog.rejections_of("toy/t-b") and not catalog.rejections_of("toy/nameles")

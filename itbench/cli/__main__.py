@@ -1,0 +1,5 @@
+"""``python -m itbench.cli``."""
+
+from itbench.cli import main
+
+main()

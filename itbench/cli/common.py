@@ -1,0 +1,84 @@
+"""What the commands share besides options: exit codes, problem lines, the catalog, a run."""
+
+from __future__ import annotations
+
+import signal
+import weakref
+from collections.abc import Iterable
+from pathlib import Path
+
+import click
+
+from itbench import console
+from itbench.bench import Bench
+from itbench.errors import RunDirError, UsageError
+from itbench.models import RunConfig, TrialResult
+from itbench.runner import Runner, RunOutcome
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+#: The problem lines already printed, per bench (a problem is printed once per command).
+_printed: weakref.WeakKeyDictionary[Bench, set[str]] = weakref.WeakKeyDictionary()
+
+
+def report_problems(bench: Bench, extra: Iterable[str] = ()) -> int:
+    """Print on stderr every plugin problem of ``bench`` (and ``extra``) not printed before.
+
+    Some problems surface late (a registration hook is called when its items are first read,
+    a lifecycle hook while trials run), so commands call this again at their end.
+
+    Returns:
+        How many lines were printed.
+    """
+    seen = _printed.setdefault(bench, set())
+    printed = 0
+    for line in [*bench.problem_lines(), *extra]:
+        if line not in seen:
+            seen.add(line)
+            console.problem(line)
+            printed += 1
+    return printed
+
+
+def load_catalog(bench: Bench, quiet: bool = False) -> None:
+    """Load the catalog; print plugin problems and (unless ``quiet``) rejected scenario files."""
+    catalog = bench.catalog
+    report_problems(bench)
+    if not quiet:
+        for error in catalog.errors:
+            console.problem(f"rejected scenario: {error.line()}")
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def sigterm_as_interrupt() -> None:
+    """Treat SIGTERM like Ctrl-C, so teardown runs and finished trials stay recorded."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def run_with_progress(
+    bench: Bench, config: RunConfig, run_dir: Path, resume: bool, show_progress: bool
+) -> RunOutcome:
+    """Run with a progress bar on stderr.
+
+    Raises:
+        click.UsageError: the runner refused the run (bad agent, selection, run directory).
+    """
+    with console.progress(show_progress) as bar:
+        task = bar.add_task(config.agent, total=None, last="")
+
+        def on_plan(todo: int, done: int) -> None:
+            bar.update(task, total=todo + done, completed=done)
+
+        def on_result(result: TrialResult) -> None:
+            bar.update(task, advance=1, last=f"{result.scenario_id}: {result.status.value}")
+
+        runner = Runner(bench, config, run_dir, on_result=on_result, on_plan=on_plan)
+        try:
+            return runner.run(resume=resume)
+        except (UsageError, RunDirError) as exc:
+            # A plugin whose hook raised may be why (an agent it failed to register).
+            report_problems(bench)
+            raise click.UsageError(str(exc)) from None
