@@ -14,13 +14,12 @@ from typing import Any
 import pytest
 
 PLUGINS = Path(__file__).parent / "plugins"
-TEMPLATE = Path(__file__).parents[1] / "plugins" / "scenario-package-template"
 ITBENCH = [sys.executable, "-m", "itbench.cli"]
 
 
 @pytest.fixture(scope="session")
 def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A site directory with the toy, broken and template plugin distributions installed by pip."""
+    """A site directory with the toy and broken plugin distributions installed by pip."""
     site = tmp_path_factory.mktemp("plugin-site")
     subprocess.run(
         [
@@ -35,7 +34,6 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
             str(site),
             str(PLUGINS / "itbench-toy"),
             str(PLUGINS / "itbench-broken"),
-            str(TEMPLATE),
         ],
         check=True,
     )

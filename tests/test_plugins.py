@@ -92,13 +92,6 @@ def test_plugin_option_naming_a_missing_module_is_one_line(itbench: CliFn) -> No
     assert len(lines) == 1 and "ModuleNotFoundError" in lines[0]
 
 
-def test_the_community_scenario_package_template_installs_and_validates(itbench: CliFn) -> None:
-    ids = [s["id"] for s in itbench("list", "--json").json()]  # type: ignore[union-attr]
-    assert "toy/community-example" in ids
-    res = itbench("validate", "toy/community-example", "--json")
-    assert res.returncode == 0 and res.json()["invalid"] == 0  # type: ignore[index]
-
-
 def test_a_plugin_flag_sets_its_trial_option_in_evaluate_and_validate(
     itbench: CliFn, tmp_path: Path
 ) -> None:

@@ -23,6 +23,8 @@ import psutil
 import pytest
 from conftest import CliFn, results, trial_dir
 
+from itbench.testing import free_port as _free_port
+
 AGENT = Path(__file__).parent / "agents" / "redteam.py"
 REPO = Path(__file__).parents[1]
 SCENARIOS = {
@@ -65,12 +67,6 @@ BLOCKED = {
 
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _port_free_on_host(port: int) -> bool:

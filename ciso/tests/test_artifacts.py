@@ -14,6 +14,7 @@ from itbench_ciso.sandbox import sandbox_problem
 from itbench_ciso.spec import CisoSpec, CisoSubmission
 
 from itbench.catalog import Catalog
+from itbench.testing import processes_under
 
 from .conftest import judge, live
 
@@ -113,17 +114,8 @@ def test_playbook_time_limit(domain: CisoDomain, catalog: Catalog, tmp_path: Pat
     assert result.details["playbook"]["status"] == "timeout"
     assert result.metrics["playbook_seconds"] < 40
     # ansible-playbook runs in a session of its own; nothing of the cut run may survive it.
-    left = [
-        p.name for p in Path("/proc").iterdir() if p.name.isdigit() and str(tmp_path) in _cmdline(p)
-    ]
+    left = [str(p) for p in processes_under(tmp_path)]
     assert not left, f"processes of the timed-out playbook survive: {left}"
-
-
-def _cmdline(proc: Path) -> str:
-    try:
-        return (proc / "cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def test_visible_hosts_and_agent_tools(

@@ -22,8 +22,9 @@ from itbench_ciso.spec import CisoSpec, CisoSubmission
 
 from itbench.catalog import Catalog
 from itbench.domain import TrialContext
+from itbench.testing import free_port
 
-from .conftest import free_port, judge, live, toolbox_and_task
+from .conftest import judge, live, toolbox_and_task
 
 needs_sandbox = pytest.mark.skipif(sandbox_problem() is not None, reason=str(sandbox_problem()))
 

@@ -1,11 +1,7 @@
 from __future__ import annotations
 
-import os
-import socket
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,47 +9,16 @@ from itbench_finops.domain import FinOpsDomain
 from itbench_finops.environment import FinOpsEnvironment
 from itbench_finops.spec import FinOpsSpec
 
-from itbench.catalog import Catalog, ScenarioLoader
+from itbench import testing
+from itbench.catalog import Catalog
 from itbench.domain import TrialContext
+from itbench.models import TaskView
 from itbench.tools import Toolbox
 
 CATALOG = Path(__file__).resolve().parents[2] / "scenarios" / "finops"
 
-
-def free_port() -> int:
-    """A port nothing listens on now (the machine is shared with other test runs)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def endpoint_children() -> list[int]:
-    """Live endpoint processes started by this test process."""
-    me = str(os.getpid())
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            status = dict(
-                line.split(":\t", 1)
-                for line in (proc / "status").read_text().splitlines()
-                if ":\t" in line
-            )
-            argv = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ours = status.get("PPid", "").strip() == me and b"itbench_finops.endpoint" in argv
-        if ours and not status.get("State", "").strip().startswith("Z"):
-            found.append(int(proc.name))
-    return found
-
-
-@pytest.fixture(scope="session", autouse=True)
-def no_endpoint_left() -> Iterator[None]:
-    """After the whole suite, no endpoint this process started is still running."""
-    yield
-    assert not endpoint_children(), "endpoint processes outlived their environments"
+#: After the whole suite, no endpoint this process started is still running.
+no_endpoint_left = testing.leftover_check("itbench_finops.endpoint", name="no_endpoint_left")
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +28,7 @@ def domain() -> FinOpsDomain:
 
 @pytest.fixture(scope="session")
 def catalog(domain: FinOpsDomain) -> Catalog:
-    return ScenarioLoader({"finops": domain}).load([CATALOG])
+    return testing.load_catalog(domain, CATALOG)
 
 
 @contextmanager
@@ -71,21 +36,12 @@ def live(
     domain: FinOpsDomain, spec: FinOpsSpec, tmp: Path
 ) -> Iterator[tuple[FinOpsEnvironment, TrialContext]]:
     """A set-up environment of ``spec`` that is torn down afterwards."""
-    ctx = TrialContext("t", 11, tmp / "trial", tmp / "ws", free_port(), 1)
-    ctx.workspace.mkdir(parents=True, exist_ok=True)
-    env = domain.create_environment(spec, ctx)
-    assert isinstance(env, FinOpsEnvironment)
-    try:
-        env.setup()
-        yield env, ctx
-    finally:
-        env.teardown()
+    with testing.live_environment(domain, spec, tmp, until="setup", seed=11) as trial:
+        yield trial
 
 
 def toolbox_and_task(
     domain: FinOpsDomain, spec: FinOpsSpec, env: FinOpsEnvironment, ctx: TrialContext
-):  # type: ignore[no-untyped-def]
-    deadline = time.time() + spec.time_limit
-    toolbox = Toolbox.of(env.tools(), deadline=deadline)
-    task = domain.task_view(spec, env, ctx, toolbox, datetime.fromtimestamp(deadline, UTC))
-    return toolbox, task
+) -> tuple[Toolbox, TaskView]:
+    """A fresh toolbox that refuses calls after the time limit, and the agent's task view."""
+    return testing.toolbox_and_task(domain, spec, env, ctx)

@@ -23,6 +23,7 @@ from itbench_finops.spec import FinOpsSpec, FinOpsSubmission
 from itbench.catalog import Catalog
 from itbench.errors import ToolError
 from itbench.process import port_open
+from itbench.testing import free_port, live_processes
 from itbench.tools import Toolbox
 
 from .conftest import live, toolbox_and_task
@@ -72,19 +73,8 @@ def _when(stamp: str | float) -> datetime:
 
 def endpoint_processes(port: int) -> list[int]:
     """Pids of live endpoint processes serving ``port`` (zombies count as gone)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-            status = (proc / "status").read_text()
-        except OSError:
-            continue
-        serving = b"itbench_finops.endpoint" in argv and str(port).encode() in argv
-        if serving and "State:\tZ" not in status:
-            found.append(int(proc.name))
-    return found
+    serving = live_processes("itbench_finops.endpoint")
+    return [p.pid for p in serving if str(port) in p.argv]
 
 
 def delete_everything(toolbox: Toolbox) -> None:
@@ -341,8 +331,6 @@ def test_recover_stops_an_endpoint_a_dead_harness_left(
     domain: FinOpsDomain, tmp_path: Path
 ) -> None:
     from itbench_finops.server import MotoServer
-
-    from .conftest import free_port
 
     server = MotoServer(free_port(), tmp_path / "trial")
     server.start()

@@ -31,9 +31,10 @@ from itbench_finops.spec import FinOpsSpec, FinOpsSubmission, Truth
 
 from itbench.catalog import Catalog
 from itbench.errors import IntegrityError
+from itbench.testing import free_port
 from itbench.tools import Toolbox
 
-from .conftest import free_port, live, toolbox_and_task
+from .conftest import live, toolbox_and_task
 from .test_models import telltales
 from .test_scenarios import _ALL
 

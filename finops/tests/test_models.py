@@ -60,7 +60,8 @@ def test_errors_from_closed_sets_list_the_valid_values(tmp_path: Path) -> None:
     cases = {
         "family: waste\ntask_types: [detection]\ntruth: {}\n": ["'anomaly', 'idle', 'rightsizing'"],
         "family: idle\ntask_types: [fixing]\ntruth: {}\n": [
-            "unknown task type 'fixing' (known: detection, localization, diagnosis, mitigation)"
+            "unknown task type(s) 'fixing'",
+            "(valid: detection, localization, diagnosis, mitigation)",
         ],
         "family: idle\ntask_types: [detection]\nresources: [{kind: disk, name: a}]\ntruth: {}\n": [
             "expected tags: 'instance', 'volume'"

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from itbench.markers import hookimpl
-from itbench.reporting.frames import markdown_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,6 +38,8 @@ def write_csv(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
 
 def write_markdown(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Write ``report.md``, a GitHub-flavoured Markdown table."""
+    from itbench.reporting.frames import markdown_table  # pandas, only when reporting
+
     path = out_dir / "report.md"
     path.write_text(markdown_table(summary), encoding="utf-8")
     return [path]

@@ -14,9 +14,10 @@ from itbench_sre.environment import SreEnvironment
 
 from itbench.catalog import Catalog
 from itbench.process import port_open
+from itbench.testing import processes_under
 from itbench.tools import Toolbox
 
-from .conftest import live, processes_under
+from .conftest import live
 
 
 def _wait(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]

@@ -28,9 +28,10 @@ from itbench.catalog import Catalog
 from itbench.errors import ToolError
 from itbench.models import RunConfig, Submission, TaskView, TrialStatus
 from itbench.runner import Runner
+from itbench.testing import processes_under
 from itbench.tools import Toolbox
 
-from .conftest import live, processes_under
+from .conftest import live
 
 #: Scenarios whose faults left self-describing artefacts before (a paused process, a job that
 #: ran only with the fault, a certificate swap) and one of the network family.

@@ -1,1 +1,0 @@
-"""A community scenario package: data only, registered through one hook."""
