@@ -47,6 +47,7 @@ __all__ = [
     "LiveTrial",
     "Step",
     "assert_nothing_left",
+    "bare_task",
     "free_port",
     "leftover_check",
     "live_environment",
@@ -249,6 +250,31 @@ def toolbox_and_task(
     toolbox = Toolbox.of(env.tools(), deadline=deadline if enforce_deadline else None)
     task = domain.task_view(spec, env, ctx, toolbox, datetime.fromtimestamp(deadline, UTC))
     return toolbox, task
+
+
+def bare_task(toolbox: Toolbox, workspace: Path, **fields: Any) -> TaskView:
+    """A task view over a toolbox without a domain or an environment (tool-server tests).
+
+    Args:
+        toolbox: Its tools become the view's tool list.
+        workspace: The view's workspace.
+        **fields: Other :class:`~itbench.models.TaskView` fields to set (``goal``,
+            ``domain``, ``context``, ...); the rest get neutral values and a far deadline.
+
+    Returns:
+        The task view.
+    """
+    values: dict[str, Any] = {
+        "handle": "h-test",
+        "domain": "toy",
+        "goal": "g",
+        "task_types": ["detection"],
+        "deadline": "2100-01-01T00:00:00Z",
+        "time_limit": 10,
+        "output_schema": {},
+    }
+    values.update(fields)
+    return TaskView(tools=toolbox.specs(), workspace=workspace, **values)
 
 
 def run_scenarios(

@@ -12,7 +12,7 @@ import pytest
 from conftest import CliFn, results, trial_dir
 
 from itbench.errors import ToolError
-from itbench.models import TaskView
+from itbench.testing import bare_task
 from itbench.tools import Tool, Toolbox
 from itbench.toolserver import ToolClient, ToolServer
 
@@ -101,17 +101,7 @@ def test_the_tool_server_needs_its_token_and_reports_tool_errors(tmp_path: Path)
         return a + b
 
     box = Toolbox.of([Tool.from_function(add)])
-    task = TaskView(
-        handle="t",
-        domain="toy",
-        goal="g",
-        task_types=["detection"],
-        tools=box.specs(),
-        workspace=tmp_path,
-        deadline="2030-01-01T00:00:00Z",
-        time_limit=10,
-        output_schema={},
-    )
+    task = bare_task(box, tmp_path, handle="t")
     server = ToolServer(box, task).start()
     try:
         assert server.url.startswith("http://127.0.0.1:")
@@ -142,17 +132,7 @@ def test_itbench_tool_and_the_standalone_client_answer_alike(
         return a + b
 
     box = Toolbox.of([Tool.from_function(add)])
-    task = TaskView(
-        handle="h",
-        domain="toy",
-        goal="g",
-        task_types=["detection"],
-        tools=box.specs(),
-        workspace=tmp_path,
-        deadline="2030-01-01T00:00:00Z",
-        time_limit=10,
-        output_schema={},
-    )
+    task = bare_task(box, tmp_path)
     client = Path(__file__).parents[1] / "itbench" / "toolclient.py"
     server = ToolServer(box, task).start()
     try:

@@ -12,7 +12,7 @@ import pytest
 from conftest import CliFn
 from pydantic import BaseModel
 
-from itbench.models import TaskView
+from itbench.testing import bare_task
 from itbench.toolclient import ArgumentProblem, UsageProblem, parse_arguments, typed_arguments
 from itbench.tools import Tool, Toolbox
 from itbench.toolserver import ToolServer
@@ -116,17 +116,7 @@ def test_without_a_schema_values_are_json_when_they_can_be() -> None:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ToolServer]:
     box = Toolbox.of([Tool.from_function(record)])
-    task = TaskView(
-        handle="h",
-        domain="toy",
-        goal="g",
-        task_types=["detection"],
-        tools=box.specs(),
-        workspace=tmp_path,
-        deadline="2030-01-01T00:00:00Z",
-        time_limit=10,
-        output_schema={},
-    )
+    task = bare_task(box, tmp_path)
     server = ToolServer(box, task).start()
     yield server
     server.stop()

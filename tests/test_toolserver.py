@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from itbench.errors import ToolError
-from itbench.models import TaskView
+from itbench.testing import bare_task
 from itbench.toolclient import ToolClientError
 from itbench.tools import Tool, Toolbox
 from itbench.toolserver import MAX_BODY, MAX_DEPTH, ToolClient, ToolServer, json_depth
@@ -47,24 +47,10 @@ def _toolbox() -> Toolbox:
     return Toolbox.of([Tool.from_function(f) for f in (add, echo, odd)])
 
 
-def _task(box: Toolbox, workspace: Path) -> TaskView:
-    return TaskView(
-        handle="h-test",
-        domain="toy",
-        goal="add numbers",
-        task_types=["detection"],
-        tools=box.specs(),
-        workspace=workspace,
-        deadline="2030-01-01T00:00:00Z",
-        time_limit=10,
-        output_schema={},
-    )
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ToolServer]:
     box = _toolbox()
-    srv = ToolServer(box, _task(box, tmp_path), read_timeout=1.0).start()
+    srv = ToolServer(box, bare_task(box, tmp_path, goal="add numbers"), read_timeout=1.0).start()
     try:
         yield srv
     finally:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from itbench import ScenarioSpec, Submission
-from itbench_finops.families import FAMILIES, TASK_TYPES, Family, causes_text
+from itbench_finops.families import FAMILIES, Family, causes_text
 from itbench_finops.server import MANAGEMENT_ACCOUNT
 
 
@@ -247,14 +247,6 @@ class FinOpsSpec(ScenarioSpec):
     hourly_billing: bool = Field(default=False, description="Hourly rows in the billing export.")
     resources: list[Resource] = Field(default_factory=list)
     truth: Truth
-
-    @field_validator("task_types")
-    @classmethod
-    def _known_tasks(cls, value: list[str]) -> list[str]:
-        for t in value:
-            if t not in TASK_TYPES:
-                raise ValueError(f"unknown task type {t!r} (known: {', '.join(TASK_TYPES)})")
-        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> FinOpsSpec:

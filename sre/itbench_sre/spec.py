@@ -163,14 +163,6 @@ class SreSpec(ScenarioSpec):
         default=None, description="Derived from the fault library when omitted."
     )
 
-    @field_validator("task_types")
-    @classmethod
-    def _known_tasks(cls, value: list[str]) -> list[str]:
-        for t in value:
-            if t not in TASK_TYPES:
-                raise ValueError(f"unknown task type {t!r} (known: {', '.join(TASK_TYPES)})")
-        return value
-
     @model_validator(mode="after")
     def _consistent(self) -> SreSpec:
         if "mitigation" in self.task_types:

@@ -28,7 +28,7 @@ from itbench.catalog import Catalog
 from itbench.errors import ToolError
 from itbench.models import RunConfig, Submission, TaskView, TrialStatus
 from itbench.runner import Runner
-from itbench.testing import processes_under
+from itbench.testing import bare_task, processes_under
 from itbench.tools import Toolbox
 
 from .conftest import live
@@ -273,16 +273,13 @@ def test_thrash_that_mitigates_still_fails_on_diagnosis(
         env.inject()
         env.wait_observable(60)
         box = Toolbox.of(env.tools())
-        task = TaskView(
-            handle="h",
+        task = bare_task(
+            box,
+            tmp_path,
             domain="sre",
             goal=spec.goal,
             task_types=list(spec.task_types),
-            tools=box.specs(),
-            workspace=tmp_path,
-            deadline="2100-01-01T00:00:00Z",
             time_limit=spec.time_limit,
-            output_schema={},
             context=env.context(),
         )
         answer = domain.probe("thrash", task, box)
