@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,6 +35,8 @@ class Bench:
     ) -> None:
         self.host: PluginHost = make_plugin_manager(list(plugins), autoload=autoload)
         self.extra_paths = [Path(p) for p in scenario_paths]
+        #: ``(kind, name)`` registered by more than one plugin: plugin names, first one first.
+        self.contested: dict[tuple[str, str], list[str]] = {}
 
     def registered(self, hook: str, kind: str, cls: type[T]) -> dict[str, T]:
         """The items a registration hook returned, by name; the first registration wins.
@@ -48,24 +50,41 @@ class Bench:
             if not isinstance(item, cls):
                 self.host.problem(
                     plugin,
-                    f"registered {type(item).__name__} {item!r:.80}; expected {cls.__name__}",
+                    f"registered {type(item).__name__} {_shown(item)}; expected {cls.__name__}",
                     hook,
                 )
                 continue
-            name = getattr(item, "name", None)
+            try:
+                name = getattr(item, "name", None)
+            except Exception as exc:
+                name = None
+                self.host.problem(plugin, f"a {kind}'s name raised {type(exc).__name__}", hook)
+                continue
             if not isinstance(name, str) or not name:
-                self.host.problem(plugin, f"registered a {kind} without a name: {item!r:.80}", hook)
+                self.host.problem(
+                    plugin, f"registered a {kind} without a name: {_shown(item)}", hook
+                )
                 continue
             if name in out:
+                self.contested.setdefault((kind, name), [owner[name]]).append(plugin)
                 self.host.problem(
                     plugin,
-                    f"{kind} {name!r} is already registered by plugin {owner[name]!r}; ignored",
+                    f"{kind} {name!r} is already registered by plugin {owner[name]!r}; runs that "
+                    f"use it are refused until one of the two plugins is removed",
                     hook,
                 )
                 continue
             out[name] = item
             owner[name] = plugin
         return out
+
+    def contested_names(self, kind: str, names: Iterable[str]) -> list[str]:
+        """Lines for each of ``names`` of ``kind`` that more than one plugin registered."""
+        return [
+            f"{kind} {name!r} is registered by plugins {', '.join(map(repr, plugins))}"
+            for name in sorted(set(names))
+            if (plugins := self.contested.get((kind, name)))
+        ]
 
     @cached_property
     def domains(self) -> dict[str, AnyDomain]:
@@ -103,7 +122,7 @@ class Bench:
             else:
                 self.host.problem(
                     plugin,
-                    f"registered {type(item).__name__} {item!r:.80}; expected a Path",
+                    f"registered {type(item).__name__} {_shown(item)}; expected a Path",
                     "itbench_register_catalog_paths",
                 )
         return paths + self.extra_paths
@@ -116,3 +135,11 @@ class Bench:
     def problem_lines(self) -> list[str]:
         """One line per plugin problem seen so far."""
         return [p.line() for p in self.host.problems]
+
+
+def _shown(item: object) -> str:
+    """``repr(item)`` cut to 80 characters, or a placeholder when its ``__repr__`` raises."""
+    try:
+        return f"{item!r:.80}"
+    except Exception:
+        return f"<{type(item).__name__} whose repr raised>"

@@ -289,9 +289,14 @@ class ScenarioLoader:
         self.domains = domains
 
     def load(self, roots: Sequence[Path]) -> Catalog:
-        """Load every catalog root; a later duplicate of an id is rejected naming both files."""
+        """Load every catalog root; an id defined in two files is rejected in both.
+
+        Neither copy runs: which one would be first depends on the order plugins were
+        installed, and a scenario package must not be able to replace another's scenario.
+        """
         catalog = Catalog()
         origin: dict[str, Path] = {}
+        contested: set[str] = set()
         seen_roots: set[Path] = set()
         for root in roots:
             resolved = root.resolve()
@@ -307,16 +312,28 @@ class ScenarioLoader:
                         catalog.errors.append(spec_or_err)
                         continue
                     spec = spec_or_err
-                    if spec.id in catalog.scenarios:
+                    if spec.id in origin:
                         catalog.errors.append(
                             ScenarioError(
                                 path,
                                 "id",
-                                f"duplicate id, already defined in {origin[spec.id]}",
+                                f"duplicate id, also defined in {origin[spec.id]}; neither runs",
                                 spec.id,
                                 spec.id,
                             )
                         )
+                        if spec.id not in contested:
+                            contested.add(spec.id)
+                            catalog.scenarios.pop(spec.id, None)
+                            catalog.errors.append(
+                                ScenarioError(
+                                    origin[spec.id],
+                                    "id",
+                                    f"duplicate id, also defined in {path}; neither runs",
+                                    spec.id,
+                                    spec.id,
+                                )
+                            )
                         continue
                     catalog.scenarios[spec.id] = spec
                     origin[spec.id] = path

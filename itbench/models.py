@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 #: Version of the on-disk result format (``results.jsonl`` and ``manifest.json``).
 SCHEMA_VERSION = "1.0"
+_ID = re.compile(r"[a-z][a-z0-9_-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 MetricValue = float | int | bool | None
 
@@ -75,6 +77,17 @@ class ScenarioSpec(BaseModel):
     )
 
     _source_path: Path | None = PrivateAttr(default=None)
+
+    @field_validator("id")
+    @classmethod
+    def _well_formed_id(cls, value: str) -> str:
+        # One slash and no '.' in the domain part keep ids distinct as trial ids and paths.
+        if not _ID.fullmatch(value):
+            raise ValueError(
+                f"id {value!r} is not `domain/name` (a lowercase domain of letters, digits, '_' "
+                "and '-'; one '/'; a name of letters, digits, '.', '_' and '-')"
+            )
+        return value
 
     @property
     def source_path(self) -> Path | None:

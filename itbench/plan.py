@@ -6,6 +6,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from itbench.errors import UsageError
 from itbench.models import RunConfig, ScenarioSpec
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -42,8 +43,12 @@ def trial_id(scenario_id: str, agent: str, index: int) -> str:
 
 
 def plan_trials(specs: list[ScenarioSpec], config: RunConfig) -> list[PlannedTrial]:
-    """Every trial of a run, in a stable order (scenario, then index)."""
-    return [
+    """Every trial of a run, in a stable order (scenario, then index).
+
+    Raises:
+        UsageError: two scenarios would share a trial id (and so a record in the run).
+    """
+    trials = [
         PlannedTrial(
             trial_id(spec.id, config.agent, i),
             spec,
@@ -54,3 +59,11 @@ def plan_trials(specs: list[ScenarioSpec], config: RunConfig) -> list[PlannedTri
         for spec in specs
         for i in range(config.trials)
     ]
+    seen: dict[str, str] = {}
+    for t in trials:
+        other = seen.setdefault(t.trial_id, t.scenario.id)
+        if other != t.scenario.id:
+            raise UsageError(
+                f"scenarios {other!r} and {t.scenario.id!r} share trial id {t.trial_id!r}"
+            )
+    return trials

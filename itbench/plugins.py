@@ -26,8 +26,12 @@ BUILTIN_PLUGINS = {
     "itbench.reporters": "itbench.reporting.reporters",
     "itbench.scenarios": "itbench.builtin.scenarios",
 }
-#: Hook implementation options itbench does not support: its hooks are called one by one.
-UNSUPPORTED_OPTIONS = ("wrapper", "hookwrapper")
+#: Hook implementation options itbench does not support. Hooks are called one by one in
+#: registration order: wrappers would be called as plain functions, and ``tryfirst`` or
+#: ``trylast`` would let a plugin registered later take a name registered before it.
+UNSUPPORTED_OPTIONS = ("wrapper", "hookwrapper", "tryfirst", "trylast")
+#: Options that make an implementation unusable: it is never called.
+_SKIPPED_OPTIONS = ("wrapper", "hookwrapper")
 _HOOK_PREFIX = "itbench_"
 
 
@@ -87,8 +91,10 @@ class PluginHost:
         """Call every implementation of ``hook_name``, isolating failures.
 
         Implementations run in registration order (built-in plugins, entry points, then
-        ``--plugin`` modules), those marked ``tryfirst`` before and ``trylast`` after the
-        others; so where a name can be registered once, the first registration wins.
+        ``--plugin`` modules); ``tryfirst``/``trylast`` are ignored (and reported), so where a
+        name can be registered once, the first registration wins. ``KeyboardInterrupt`` is
+        recorded and re-raised (it is the user's); any other exception, ``SystemExit``
+        included, is recorded and the implementation skipped.
 
         Returns:
             ``(plugin name, return value)`` of each implementation that did not raise.
@@ -98,8 +104,11 @@ class PluginHost:
             args = {a: kwargs[a] for a in impl.argnames}
             try:
                 results.append((impl.plugin_name, impl.function(**args)))
-            except Exception as exc:
-                self._problem(impl.plugin_name, f"{type(exc).__name__}: {exc}", hook_name)
+            except KeyboardInterrupt:
+                self._problem(impl.plugin_name, "interrupted (KeyboardInterrupt)", hook_name)
+                raise
+            except BaseException as exc:
+                self._problem(impl.plugin_name, f"{type(exc).__name__}: {exc}"[:500], hook_name)
         return results
 
     def ordered_impls(self, hook_name: str) -> list[pluggy.HookImpl]:
@@ -108,14 +117,9 @@ class PluginHost:
         impls = [
             impl
             for impl in getattr(self.pm.hook, hook_name).get_hookimpls()
-            if not any(getattr(impl, option, False) for option in UNSUPPORTED_OPTIONS)
+            if not any(getattr(impl, option, False) for option in _SKIPPED_OPTIONS)
         ]
-
-        def key(impl: pluggy.HookImpl) -> tuple[int, int]:
-            group = 0 if impl.tryfirst else 2 if impl.trylast else 1
-            return group, rank.get(impl.plugin_name, len(rank))
-
-        return sorted(impls, key=key)
+        return sorted(impls, key=lambda impl: rank.get(impl.plugin_name, len(rank)))
 
     def _problem(self, plugin: str, reason: str, hook: str | None = None) -> None:
         problem = PluginProblem(plugin, reason, hook)
@@ -158,9 +162,6 @@ def _check_plugin(host: PluginHost, name: str, plugin: ModuleType | object) -> N
     ]
     for caller in host.pm.get_hookcallers(plugin) or []:
         if not caller.has_spec():
-            mine = [i for i in caller.get_hookimpls() if i.plugin_name == name]
-            if mine and all(i.optionalhook for i in mine):
-                continue
             close = difflib.get_close_matches(caller.name, known, n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
             host._problem(name, f"implements unknown hook {caller.name}{hint}", caller.name)
@@ -168,12 +169,18 @@ def _check_plugin(host: PluginHost, name: str, plugin: ModuleType | object) -> N
         for impl in caller.get_hookimpls():
             if impl.plugin_name != name:
                 continue
-            used = [o for o in UNSUPPORTED_OPTIONS if getattr(impl, o, False)]
-            if used:
+            for option in UNSUPPORTED_OPTIONS:
+                if not getattr(impl, option, False):
+                    continue
+                effect = (
+                    "the implementation is ignored"
+                    if option in _SKIPPED_OPTIONS
+                    else "ignored: plugins are called in registration order"
+                )
                 host._problem(
                     name,
-                    f"hook option {'='.join((used[0], 'True'))} is not supported (itbench calls "
-                    "each implementation on its own); the implementation is ignored",
+                    f"hook option {option}=True is not supported (itbench calls each "
+                    f"implementation on its own, in registration order); {effect}",
                     caller.name,
                 )
     marker = f"{PROJECT}_impl"
@@ -218,23 +225,36 @@ def make_plugin_manager(
     if autoload is None:
         autoload = os.environ.get(DISABLE_AUTOLOAD_ENV, "") in ("", "0")
     if autoload:
-        seen: set[str] = set()
+        loaded: dict[str, tuple[str | None, str]] = {}
         for ep in sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-            if ep.name in seen:
-                continue
-            seen.add(ep.name)
             dist = ep.dist
+            dist_name = dist.metadata["Name"] if dist else None
+            name = ep.name
+            if name in loaded:
+                if loaded[name] == (dist_name, ep.value):
+                    continue  # the same distribution seen twice on the path
+                # Another distribution under a taken name: load it too, so that whatever it
+                # registers meets the first one's names and is reported, never shadows them.
+                host._problem(
+                    name,
+                    f"entry point name {name!r} is used by distribution {dist_name!r} "
+                    f"({ep.value}) and by {loaded[name][0]!r} ({loaded[name][1]})",
+                )
+                name = f"{ep.name}@{dist_name}"
+                if name in loaded:
+                    continue
+            loaded[name] = (dist_name, ep.value)
             info = PluginInfo(
-                ep.name,
+                name,
                 "entrypoint",
-                dist.metadata["Name"] if dist else None,
+                dist_name,
                 dist.version if dist else None,
                 ep.value,
             )
             try:
                 obj = ep.load()
             except Exception as exc:
-                host._problem(ep.name, f"failed to import {ep.value}: {type(exc).__name__}: {exc}")
+                host._problem(name, f"failed to import {ep.value}: {type(exc).__name__}: {exc}")
                 continue
             _register(host, obj, info)
     for module_name in plugins or []:

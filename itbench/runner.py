@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from itbench.agents import AgentContext, AgentSpec
 from itbench.bench import Bench
+from itbench.command import CommandAgent
 from itbench.domain import AnyDomain, Environment, TrialContext
 from itbench.errors import IntegrityError, UsageError
 from itbench.models import (
@@ -233,6 +234,17 @@ class Runner:
         else:
             specs = self.select()
         trials = plan_trials(specs, self.config)
+        contested = [
+            *self.bench.contested_names("agent", [self.config.agent]),
+            *self.bench.contested_names("executor", [self.config.executor]),
+            *self.bench.contested_names("domain", [s.domain for s in specs]),
+        ]
+        if contested:
+            # The first registration is the one that would run, but which plugin is first
+            # depends on install order: a result under a contested name means nothing.
+            raise UsageError(
+                "; ".join(contested) + ": remove one of the plugins (see `itbench plugins`)"
+            )
         for t in trials:
             if t.scenario.domain not in self.bench.domains:
                 raise UsageError(f"{t.scenario.id}: domain {t.scenario.domain!r} is not loaded")
@@ -360,6 +372,8 @@ class TrialRun:
         self.toolbox: Toolbox | None = None
         self.usage: Any = None
         self.output: Any = None
+        #: Whether the agent ran in the sandbox (``None``: it never ran).
+        self.sandboxed: bool | None = None
         self.handle = secrets.token_hex(8)
         self.trial_dir = runner.store.trial_dir(self.handle)
         self.real_workspace = runner.store.workspace(self.handle)
@@ -520,6 +534,7 @@ class TrialRun:
             thread.join(timeout=0.05)
         self.timings.agent = round(time.perf_counter() - start, 6)
         agent_obj = box.get("agent")
+        self.sandboxed = type(agent_obj) is CommandAgent and agent_obj.sandboxed
         self.usage = getattr(agent_obj, "usage", None)
         self.output = getattr(agent_obj, "output", None)
         if thread.is_alive():
@@ -566,6 +581,17 @@ class TrialRun:
         )
         return submission
 
+    def _labels(self) -> list[Label]:
+        """The run's labels, plus ``unsandboxed`` when this trial's agent did not run sandboxed.
+
+        An agent spec may claim ``sandboxed``; only the core's command agent, with its sandbox
+        on, earns the claim. Anything else ran in the harness's process.
+        """
+        labels = list(self.runner.labels)
+        if not labels and self.sandboxed is False:
+            labels.append(Label.unsandboxed)
+        return labels
+
     def _result(self, started: datetime) -> TrialResult:
         calls = self.toolbox.calls if self.toolbox else []
         usage = self.usage if self.usage is not None else None
@@ -585,7 +611,7 @@ class TrialRun:
             tool_calls=len(calls),
             usage=usage.model_dump() if usage is not None else {},
             error=self.error,
-            labels=list(self.runner.labels),
+            labels=self._labels(),
             agent_output=self.output,
             tags=list(self.spec.tags),
             complexity=self.spec.complexity,

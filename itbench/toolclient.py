@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import urllib.error
 import urllib.request
@@ -170,6 +171,8 @@ def split_arguments(
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise UsageProblem(f"{item!r} is not KEY=VALUE")
+        if key in words:
+            raise UsageProblem(f"{key!r} is given twice; give each KEY=VALUE once")
         words[key] = raw
     extra: dict[str, Any] = {}
     if args_json:
@@ -193,45 +196,78 @@ _WORDS = {
     "string": "a string",
 }
 _NO_VALUE = object()
+#: Literals as JSON writes them: ``3000.0`` is a number, not an integer; ``NaN`` is neither.
+_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
 
-def _convert(raw: str, kind: str) -> Any:
-    """``raw`` as JSON-schema type ``kind``, or ``_NO_VALUE`` when it is not one."""
+class SchemaProblem(ArgumentProblem):
+    """The tool's schema of a parameter is not valid JSON Schema, so no value can be typed."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _strict_json(raw: str) -> Any:
+    """``raw`` parsed as standard JSON (no ``NaN`` or ``Infinity``), else ``_NOT_JSON``."""
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+
+
+def _convert(raw: str, kind: str, kinds: Sequence[str]) -> Any:
+    """``raw`` as JSON-schema type ``kind`` (one of ``kinds``), or ``_NO_VALUE``."""
+    text = raw.strip()
     if kind == "string":
         return raw
     if kind == "boolean":
-        low = raw.strip().lower()
+        low = text.lower()
         return True if low in _TRUE else False if low in _FALSE else _NO_VALUE
     if kind == "null":
-        return None if raw.strip() in ("null", "") else _NO_VALUE
-    value = _loads(raw.encode())
-    if isinstance(value, bool):
-        return _NO_VALUE
-    wanted: dict[str, type | tuple[type, ...]] = {
-        "integer": int,
-        "number": (int, float),
-        "array": list,
-        "object": dict,
-    }
-    if kind == "integer" and isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value if isinstance(value, wanted.get(kind, ())) else _NO_VALUE
+        # An empty value is null only where it cannot be the empty string.
+        return None if text == "null" or (text == "" and "string" not in kinds) else _NO_VALUE
+    if kind == "integer":
+        return int(text) if _INTEGER.fullmatch(text) else _NO_VALUE
+    if kind == "number":
+        if _INTEGER.fullmatch(text):
+            return int(text)
+        return float(text) if _NUMBER.fullmatch(text) else _NO_VALUE
+    value = _strict_json(raw)
+    wanted = {"array": list, "object": dict}[kind]
+    return value if isinstance(value, wanted) else _NO_VALUE
 
 
 def _kinds(schema: Mapping[str, Any], defs: Mapping[str, Any], depth: int = 0) -> list[str]:
-    """The JSON-schema types a parameter accepts (empty: anything), strings last."""
+    """The JSON-schema types a parameter accepts (empty: anything), strings last.
+
+    Raises:
+        ValueError: the schema is malformed (the message says where).
+    """
     ref = schema.get("$ref")
     if isinstance(ref, str) and depth < 20:
-        return _kinds(defs.get(ref.rsplit("/", 1)[-1], {}), defs, depth + 1)
+        target = defs.get(ref.rsplit("/", 1)[-1], {})
+        if not isinstance(target, dict):
+            raise ValueError(f"{ref!r} is {target!r}, not a schema")
+        return _kinds(target, defs, depth + 1)
     kinds: list[str] = []
     for key in ("anyOf", "oneOf", "allOf"):
-        for alternative in schema.get(key, ()):
+        alternatives = schema.get(key, [])
+        if not isinstance(alternatives, list):
+            raise ValueError(f"{key!r} is {alternatives!r}, not a list of schemas")
+        for alternative in alternatives:
             sub = _kinds(alternative, defs, depth + 1) if isinstance(alternative, dict) else []
             if not sub:
                 return []
             kinds += sub
-    kind = schema.get("type")
-    kinds += [kind] if isinstance(kind, str) else list(kind or ())
+    kind = schema.get("type", [])
+    names = [kind] if isinstance(kind, str) else kind
+    if not isinstance(names, list) or not all(n in _WORDS for n in names):
+        raise ValueError(f"'type' is {kind!r}, not a JSON-schema type or a list of them")
+    kinds += names
+    if "enum" in schema and not isinstance(schema["enum"], list):
+        raise ValueError(f"'enum' is {schema['enum']!r}, not a list")
     for key in ("enum", "const"):
         values = schema.get(key, [None]) if key == "enum" else [schema.get(key)]
         if key in schema and all(isinstance(v, str) for v in values):
@@ -241,15 +277,24 @@ def _kinds(schema: Mapping[str, Any], defs: Mapping[str, Any], depth: int = 0) -
     return sorted(unique, key=lambda k: k == "string")
 
 
+def _mapping(parameters: Mapping[str, Any] | None, key: str, tool: str) -> Mapping[str, Any]:
+    value = (parameters or {}).get(key) or {}
+    if not isinstance(value, dict):
+        raise SchemaProblem(f"the schema of {tool} is malformed: {key!r} is {value!r:.80}")
+    return value
+
+
 def typed_arguments(
     tool: str, words: Mapping[str, str], parameters: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """Tool arguments from raw ``KEY=VALUE`` words, each parsed by its parameter's type.
 
     A parameter of type string keeps its value verbatim (``zip=02134`` stays a string),
-    integers, numbers and booleans are parsed as such, arrays and objects as JSON. A value of
-    a parameter the schema does not describe is parsed as JSON when it can be, else kept as a
-    string.
+    integers, numbers and booleans are parsed as such, arrays and objects as JSON. Only a
+    literal as JSON writes it is a number (``3000.0`` is not an integer, ``NaN`` no number),
+    so where a string is also allowed anything else stays the string given. An empty value
+    is null where null but no string is allowed. A value of a parameter the schema does not
+    describe is parsed as JSON when it can be, else kept as a string.
 
     Args:
         tool: The tool's name (for messages).
@@ -258,19 +303,26 @@ def typed_arguments(
 
     Raises:
         ArgumentProblem: a value is not of its parameter's type.
+        SchemaProblem: the schema of a parameter given is malformed.
     """
-    props = (parameters or {}).get("properties") or {}
-    defs = (parameters or {}).get("$defs") or {}
+    props = _mapping(parameters, "properties", tool)
+    defs = _mapping(parameters, "$defs", tool)
     out: dict[str, Any] = {}
     for key, raw in words.items():
         prop = props.get(key)
-        kinds = _kinds(prop, defs) if isinstance(prop, dict) else []
+        try:
+            kinds = _kinds(prop, defs) if isinstance(prop, dict) else []
+        except (ValueError, RecursionError) as exc:
+            detail = "it nests too deep" if isinstance(exc, RecursionError) else str(exc)
+            raise SchemaProblem(
+                f"the schema of {tool} is malformed for parameter {key!r}: {detail}"
+            ) from None
         if not kinds:
-            value = _loads(raw.encode())
+            value = _strict_json(raw)
             out[key] = raw if value is _NOT_JSON else value
             continue
         for kind in kinds:
-            value = _convert(raw, kind)
+            value = _convert(raw, kind, kinds)
             if value is not _NO_VALUE:
                 out[key] = value
                 break

@@ -55,9 +55,12 @@ CliFn = Callable[..., Result]
 
 def _env(site: Path, extra: dict[str, str] | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ITBENCH_")}
-    env["PYTHONPATH"] = str(site)
+    inherited = os.environ.get("PYTHONPATH")
+    env["PYTHONPATH"] = os.pathsep.join([str(site), *([inherited] if inherited else [])])
     env["COLUMNS"] = "200"
-    env.update(extra or {})
+    for key, value in (extra or {}).items():
+        # A test's PYTHONPATH goes first; the plugin site and the inherited path stay on it.
+        env[key] = f"{value}{os.pathsep}{env[key]}" if key == "PYTHONPATH" else value
     return env
 
 

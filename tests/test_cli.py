@@ -116,6 +116,74 @@ def test_validate_strict_fails_on_rejected_files_its_patterns_name(
     assert res.json()["failing_rejections"] == [] and res.json()["rejected_files"] >= 2  # type: ignore[index,operator]
 
 
+#: One file, a rejection per variant (its three variants lack a goal).
+MATRIX_NO_GOAL = NO_GOAL.replace("domain: toy\n", "domain: toy\nid: toy/multi-${k}\n") + (
+    "matrix:\n  - {k: x}\n  - {k: y}\n  - {k: z}\n"
+)
+DUPLICATE_DOMAIN = """
+from itbench import hookimpl
+from itbench_toy.domain import ToyDomain
+
+
+@hookimpl
+def itbench_register_domains():
+    return [ToyDomain()]
+"""
+
+
+def _catalog_of_two_rejected_files(tmp_path: Path) -> str:
+    cat = _catalog_with_rejections(tmp_path)
+    (cat / "toy" / "broken.yaml").unlink()
+    (cat / "toy" / "multi.yaml").write_text(MATRIX_NO_GOAL)
+    return str(cat)
+
+
+def test_rejections_are_counted_by_file(itbench: CliFn, tmp_path: Path) -> None:
+    cat = _catalog_of_two_rejected_files(tmp_path)
+    res = itbench("list", "toy/*", "--scenario-path", cat)
+    assert res.stdout.rstrip().endswith("4 scenarios, 2 rejected file(s)"), res.stdout
+    assert res.stderr.count("rejected scenario: ") == 4
+    assert "itbench: 2 scenario file(s) rejected" in res.stderr
+    res = itbench("validate", "--no-probes", "toy/healthy", "--scenario-path", cat, "--json")
+    assert res.returncode == 0 and res.json()["rejected_files"] == 2  # type: ignore[index]
+    res = itbench("validate", "--strict", "toy/multi-*", "--scenario-path", cat)
+    assert res.returncode == 1 and "1 rejected file(s)" in res.stdout, res.stdout
+    # Without --strict, a pattern that names only rejected files says so.
+    res = itbench("validate", "toy/multi-*", "--scenario-path", cat)
+    assert res.returncode == 2
+    assert "no scenario matches toy/multi-*; 1 rejected scenario file(s) match" in res.stderr
+    assert "`itbench list`" in res.stderr and "`itbench show ID`" in res.stderr
+
+
+def test_evaluate_shows_plugin_problems_and_counts_rejected_files(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "itbench_dup_domain.py").write_text(DUPLICATE_DOMAIN)
+    cat = _catalog_of_two_rejected_files(tmp_path)
+    res = itbench(
+        "evaluate",
+        *("--agent", "toy/solver", "-s", "toy/healthy", "--out", "run"),
+        *("--plugin", "itbench_dup_domain", "--scenario-path", cat),
+        env={"PYTHONPATH": str(tmp_path / "mods")},
+    )
+    # The run is refused (two plugins register the domain); the problem is on stderr once.
+    assert res.returncode == 2, res.stderr
+    duplicate = "plugin 'itbench_dup_domain' in hook itbench_register_domains: domain 'toy'"
+    assert res.stderr.count(duplicate) == 1, res.stderr
+    assert res.stderr.count("2 scenario file(s) rejected; itbench list shows why") == 1
+    assert "rejected scenario:" not in res.stderr
+    # Refused before the catalog is read (an unknown flag), the problems still show.
+    res = itbench(
+        "evaluate",
+        *("--agent", "toy/solver", "-s", "toy/healthy", "--out", "run2", "--no-such-flag"),
+        *("--plugin", "itbench_dup_domain"),
+        env={"PYTHONPATH": str(tmp_path / "mods")},
+    )
+    assert res.returncode == 2 and "--no-such-flag" in res.stderr, res.stderr
+    assert "broken-import" in res.stderr
+
+
 def test_plugins_exits_1_when_a_plugin_has_problems(itbench: CliFn) -> None:
     res = itbench("plugins")
     assert res.returncode == 1
@@ -160,27 +228,124 @@ def test_report_says_where_it_wrote(itbench: CliFn, tmp_path: Path) -> None:
     assert data["out_dir"] == "rep" and len(data["files"]) == len(written)  # type: ignore[index,arg-type]
 
 
+#: Only the toy domain: no entry-point plugins (the broken ones would make ``docs`` refuse).
+NO_AUTOLOAD = {"ITBENCH_DISABLE_PLUGIN_AUTOLOAD": "1"}
+TOY_ONLY = ("--plugin", "itbench_toy.plugin")
+
+
 def test_docs_writes_one_reference_per_domain_and_checks_them(
     itbench: CliFn, tmp_path: Path
 ) -> None:
-    res = itbench("docs", "--out", "d")
+    res = itbench("docs", "--out", "d", *TOY_ONLY, env=NO_AUTOLOAD)
     assert res.returncode == 0, res.stderr
     out = tmp_path / "d"
     toy = (out / "toy.md").read_text()
     assert toy.startswith("# Scenario reference: `toy`") and "ground_truth" in toy
     assert "[toy.md](toy.md)" in (out / "README.md").read_text()
-    assert itbench("docs", "--out", "d", "--check").returncode == 0
+    assert itbench("docs", "--out", "d", "--check", *TOY_ONLY, env=NO_AUTOLOAD).returncode == 0
     (out / "toy.md").write_text(toy + "edited\n")
     (out / "gone.md").write_text("# Scenario reference: `gone`\n")
     (out / "notes.md").write_text("# Hand-written notes\n")
-    res = itbench("docs", "--out", "d", "--check")
+    res = itbench("docs", "--out", "d", "--check", *TOY_ONLY, env=NO_AUTOLOAD)
     assert res.returncode == 1
     assert "toy.md: out of date" in res.stderr and "gone.md: no longer generated" in res.stderr
     assert "notes.md" not in res.stderr and (out / "toy.md").read_text().endswith("edited\n")
-    res = itbench("docs", "--out", "d")
+    res = itbench("docs", "--out", "d", *TOY_ONLY, env=NO_AUTOLOAD)
     assert res.returncode == 0 and (out / "toy.md").read_text() == toy
     assert not (out / "gone.md").exists() and (out / "notes.md").exists()
     assert "removed" in res.stdout and "1 written" in res.stdout
+
+
+def test_docs_refuses_to_write_or_remove_anything_when_a_plugin_has_problems(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    out = tmp_path / "d"
+    out.mkdir()
+    (out / "gone.md").write_text("# Scenario reference: `gone`\n")
+    for args in (("docs", "--out", "d"), ("docs", "--out", "d", "--check")):
+        res = itbench(*args)
+        assert res.returncode == 1, res.stdout
+        assert "broken-import" in res.stderr and "docs writes nothing" in res.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["gone.md"]
+
+
+def test_docs_names_files_it_cannot_replace(itbench: CliFn, tmp_path: Path) -> None:
+    undecodable = tmp_path / "latin"
+    undecodable.mkdir()
+    (undecodable / "README.md").write_bytes("# Références\n\xe9t\xe9\n".encode("latin-1"))
+    folder = tmp_path / "folder"
+    (folder / "toy.md").mkdir(parents=True)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "README.md").write_text("# My notes\n")
+    for directory, why in (
+        (undecodable, "is not UTF-8 text"),
+        (folder, "is not a file"),
+        (mine, "was not written by `itbench docs`"),
+    ):
+        for check in ((), ("--check",)):
+            res = itbench("docs", "--out", str(directory), *check, *TOY_ONLY, env=NO_AUTOLOAD)
+            assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+            assert why in res.stderr and str(directory) in res.stderr
+    assert (mine / "README.md").read_text() == "# My notes\n"
+    assert not (undecodable / "toy.md").exists() and (folder / "toy.md").is_dir()
+
+
+LAB_PLUGIN = """
+from itbench import hookimpl
+from itbench_toy.domain import ToyDomain
+
+
+class LabDomain(ToyDomain):
+    name = "lab"
+    description = "A domain whose code is part of the checkout."
+
+
+@hookimpl
+def itbench_register_domains():
+    return [LabDomain()]
+"""
+
+
+def test_docs_without_out_writes_only_the_checkouts_own_domains(
+    plugin_site: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from itbench.cli import cli, outputs
+
+    checkout = tmp_path / "checkout"
+    (checkout / "scenarios").mkdir(parents=True)
+    (checkout / "itbench_docs_lab.py").write_text(LAB_PLUGIN)
+    monkeypatch.syspath_prepend(str(plugin_site))
+    monkeypatch.syspath_prepend(str(checkout))
+    monkeypatch.setattr(outputs, "REPO_CATALOG", checkout / "scenarios")
+    monkeypatch.setenv("ITBENCH_DISABLE_PLUGIN_AUTOLOAD", "1")
+    plugins = ["--plugin", "itbench_toy.plugin", "--plugin", "itbench_docs_lab"]
+    runner = CliRunner()
+    res = runner.invoke(cli, ["docs", *plugins])
+    assert res.exit_code == 0, res.output
+    docs = checkout / "docs"
+    assert sorted(p.name for p in docs.iterdir()) == ["README.md", "lab.md"]
+    assert "[lab.md](lab.md)" in (docs / "README.md").read_text()
+    assert "'toy' skipped" in res.output and "--out DIR --domain toy" in res.output
+    # The toy domain installed does not make the checkout's docs stale.
+    assert runner.invoke(cli, ["docs", "--check", *plugins]).exit_code == 0
+    res = runner.invoke(cli, ["docs", "--domain", "toy", *plugins])
+    assert res.exit_code == 2 and "give --out DIR" in res.output
+    assert not (docs / "toy.md").exists()
+    res = runner.invoke(cli, ["docs", "--domain", "nope", *plugins])
+    assert res.exit_code == 2 and "registered domains: lab, toy" in res.output
+    # With --out and --domain, only that domain (and an index of it).
+    res = runner.invoke(cli, ["docs", "--out", str(tmp_path / "ext"), "--domain", "toy", *plugins])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in (tmp_path / "ext").iterdir()) == ["README.md", "toy.md"]
+    # A reference --domain leaves out is kept; one of a domain no longer registered goes.
+    (tmp_path / "ext" / "lab.md").write_text("# Scenario reference: `lab`\n")
+    (tmp_path / "ext" / "gone.md").write_text("# Scenario reference: `gone`\n")
+    res = runner.invoke(cli, ["docs", "--out", str(tmp_path / "ext"), "--domain", "toy", *plugins])
+    assert res.exit_code == 0 and (tmp_path / "ext" / "lab.md").exists(), res.output
+    assert not (tmp_path / "ext" / "gone.md").exists()
 
 
 def test_docs_outside_a_checkout_requires_out(

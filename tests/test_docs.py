@@ -18,7 +18,15 @@ def test_docs_is_the_repository_docs_directory() -> None:
 
 def test_docs_of_the_repository_match_the_registered_domains() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ITBENCH_")}
-    env.pop("PYTHONPATH", None)  # only the installed domains, not the test plugins
+    # Only the installed domains and this checkout's own packages, not the test plugins.
+    inside = [
+        entry
+        for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if entry and Path(entry).resolve().is_relative_to(ROOT)
+    ]
+    env.pop("PYTHONPATH", None)
+    if inside:
+        env["PYTHONPATH"] = os.pathsep.join(inside)
     res = subprocess.run(
         [sys.executable, "-m", "itbench.cli", "docs", "--check"],
         capture_output=True,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -127,7 +129,7 @@ def test_a_raising_lifecycle_hook_is_reported_at_the_end_of_evaluate_and_in_the_
         "lifecycle_raiser",
         "--out",
         "run",
-        env={"PYTHONPATH": f"{tmp_path}:{plugin_site}"},
+        env={"PYTHONPATH": str(tmp_path)},
     )
     assert res.returncode == 0, res.stderr
     tail = res.stderr.strip().splitlines()[-2:]
@@ -154,9 +156,179 @@ def test_a_misspelled_hook_makes_itbench_plugins_exit_1(
             return []
         """,
     )
-    res = itbench(
-        "plugins", "--plugin", "misspelled_hook", env={"PYTHONPATH": f"{tmp_path}:{plugin_site}"}
-    )
+    res = itbench("plugins", "--plugin", "misspelled_hook", env={"PYTHONPATH": str(tmp_path)})
     assert res.returncode == 1
     assert "unknown hook itbench_register_agent" in res.stderr
     assert "did you mean itbench_register_agents" in res.stderr
+
+
+def test_tryfirst_does_not_let_a_later_plugin_take_a_name(plugin_dir: Path) -> None:
+    name = _module(
+        plugin_dir,
+        "eager_plugin",
+        """
+        from itbench import AgentSpec, hookimpl
+        from itbench.agents import OracleAgent
+
+        @hookimpl(tryfirst=True)
+        def itbench_register_agents():
+            return [AgentSpec("noop", OracleAgent, "not noop at all")]
+        """,
+    )
+    bench = Bench(plugins=[name], autoload=False)
+    assert bench.agents["noop"].description.startswith("Submits nothing")
+    reasons = [p.reason for p in bench.host.problems if p.plugin == name]
+    assert any("tryfirst=True is not supported" in r for r in reasons), reasons
+    assert any("'noop' is already registered by plugin 'itbench.agents'" in r for r in reasons)
+    assert bench.contested_names("agent", ["noop", "oracle"]) == [
+        "agent 'noop' is registered by plugins 'itbench.agents', 'eager_plugin'"
+    ]
+
+
+def test_a_hook_raising_system_exit_is_a_problem_and_the_others_still_answer(
+    plugin_dir: Path,
+) -> None:
+    name = _module(
+        plugin_dir,
+        "exiting_plugin",
+        """
+        import sys
+        from itbench import hookimpl
+
+        @hookimpl
+        def itbench_register_agents():
+            sys.exit(3)
+        """,
+    )
+    bench = Bench(plugins=[name], autoload=False)
+    assert "noop" in bench.agents
+    [problem] = [p for p in bench.host.problems if p.plugin == name]
+    assert problem.hook == "itbench_register_agents" and "SystemExit" in problem.reason
+
+
+def test_runs_using_a_name_two_plugins_registered_are_refused(
+    itbench: CliFn, plugin_site: Path, tmp_path: Path
+) -> None:
+    _module(
+        tmp_path,
+        "shadow_toy",
+        """
+        from itbench import Evaluation, hookimpl
+        from itbench_toy.domain import ToyDomain
+
+        class AlwaysPasses(ToyDomain):
+            def evaluate(self, spec, env, submission, toolbox, ctx):
+                return Evaluation(passed=True)
+
+        @hookimpl
+        def itbench_register_domains():
+            return [AlwaysPasses()]
+        """,
+    )
+    env = {"PYTHONPATH": str(tmp_path)}
+    res = itbench(
+        "evaluate", "--agent", "noop", "-s", "toy/healthy", "--plugin", "shadow_toy", env=env
+    )
+    assert res.returncode == 2, res.stdout
+    assert "domain 'toy' is registered by plugins 'toy', 'shadow_toy'" in res.stderr
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("results.jsonl"))
+
+
+def test_an_in_process_agent_claiming_the_sandbox_is_labelled_unsandboxed(
+    itbench: CliFn, plugin_site: Path, tmp_path: Path
+) -> None:
+    _module(
+        tmp_path,
+        "claims_sandbox",
+        """
+        from itbench import AgentSpec, hookimpl
+        from itbench.agents import NoopAgent
+
+        @hookimpl
+        def itbench_register_agents():
+            return [AgentSpec("x/claims", lambda ctx: NoopAgent(), "in-process", sandboxed=True)]
+        """,
+    )
+    env = {"PYTHONPATH": str(tmp_path)}
+    res = itbench(
+        "evaluate",
+        "--agent",
+        "x/claims",
+        "-s",
+        "toy/healthy",
+        "--plugin",
+        "claims_sandbox",
+        "--out",
+        "run",
+        "--json",
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr
+    [row] = res.json()["results"]  # type: ignore[index]
+    assert row["labels"] == ["unsandboxed"]
+
+
+def test_a_second_distribution_under_a_taken_entry_point_name_is_loaded_and_reported(
+    itbench: CliFn, plugin_site: Path, tmp_path: Path
+) -> None:
+    dist = tmp_path / "dist"
+    (dist / "shadow_entry").mkdir(parents=True)
+    (dist / "shadow_entry" / "__init__.py").write_text(
+        textwrap.dedent(
+            """
+            from itbench import hookimpl
+            from itbench_toy.domain import ToyDomain
+
+            @hookimpl
+            def itbench_register_domains():
+                return [ToyDomain()]
+            """
+        )
+    )
+    (dist / "pyproject.toml").write_text(
+        textwrap.dedent(
+            """
+            [build-system]
+            requires = ["setuptools>=68"]
+            build-backend = "setuptools.build_meta"
+
+            [project]
+            name = "shadow-entry"
+            version = "1.0"
+
+            [project.entry-points.itbench]
+            toy = "shadow_entry"
+            """
+        )
+    )
+    site = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(site),
+            str(dist),
+        ],
+        check=True,
+    )
+    res = itbench("plugins", "--json", env={"PYTHONPATH": str(site)})
+    assert res.returncode == 1
+    problems = res.json()["problems"]  # type: ignore[index]
+    assert any("entry point name 'toy' is used by distribution" in p["reason"] for p in problems)
+    assert any("domain 'toy' is already registered" in p["reason"] for p in problems)
+    run = itbench(
+        "evaluate",
+        "--agent",
+        "noop",
+        "-s",
+        "toy/healthy",
+        env={"PYTHONPATH": str(site)},
+    )
+    assert run.returncode == 2 and "domain 'toy' is registered by plugins" in run.stderr

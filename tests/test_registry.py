@@ -98,15 +98,24 @@ def test_malformed_files_name_file_field_and_reason(
     assert str(path.name) in error.line() and reason in error.line()
 
 
-def test_duplicate_ids_are_rejected_naming_the_first_file(loader, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_an_id_defined_twice_is_rejected_in_both_files(loader, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     first = _write(tmp_path, "toy/a.yaml", GOOD.replace("domain: toy", "domain: toy\nid: toy/same"))
-    _write(tmp_path, "toy/b.yaml", GOOD.replace("domain: toy", "domain: toy\nid: toy/same"))
-    catalog = loader.load([tmp_path])
-    assert list(catalog.scenarios) == ["toy/same"]
-    [error] = catalog.errors
-    assert (
-        error.field == "id" and "duplicate" in error.reason and str(first.resolve()) in error.reason
+    second = _write(
+        tmp_path, "toy/b.yaml", GOOD.replace("domain: toy", "domain: toy\nid: toy/same")
     )
+    third = _write(tmp_path, "toy/c.yaml", GOOD.replace("domain: toy", "domain: toy\nid: toy/same"))
+    catalog = loader.load([tmp_path])
+    # Neither copy runs: a later package must not replace a scenario, nor be replaced.
+    assert "toy/same" not in catalog.scenarios
+    assert {e.path for e in catalog.errors} == {first.resolve(), second.resolve(), third.resolve()}
+    assert all(e.field == "id" and "neither runs" in e.reason for e in catalog.errors)
+
+
+def test_a_malformed_id_is_rejected_with_the_form_it_must_take(loader, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    for bad in ("toy/a/b", "toy/a b", "toy/${k", "toy/{ k }", "toy/.."):
+        _write(tmp_path, "toy/bad.yaml", GOOD.replace("domain: toy", f'domain: toy\nid: "{bad}"'))
+        [error] = loader.load([tmp_path]).errors
+        assert error.field == "id" and "is not `domain/name`" in error.reason, (bad, error)
 
 
 def test_selection_by_glob_prefix_tag_domain_and_complexity(toy_bench) -> None:  # type: ignore[no-untyped-def]
@@ -198,10 +207,13 @@ def test_ids_from_templates_stay_unique_across_files_naming_both(loader, tmp_pat
     first = _write(tmp_path, "toy/a.yaml", _matrix_doc('id: "toy/x-{k}"', "matrix:\n  k: [a, b]\n"))
     second = _write(tmp_path, "toy/b.yaml", _matrix_doc("id: toy/x", "matrix:\n  k: [b, c]\n"))
     catalog = loader.load([tmp_path])
-    assert sorted(catalog.scenarios) == ["toy/x-a", "toy/x-b", "toy/x-c"]
-    [error] = catalog.errors
-    assert error.scenario_id == "toy/x-b" and error.field == "id"
-    assert str(first.resolve()) in error.line() and str(second.resolve()) in error.line()
+    assert sorted(catalog.scenarios) == ["toy/x-a", "toy/x-c"]
+    errors = catalog.errors
+    assert {e.scenario_id for e in errors} == {"toy/x-b"} and {e.field for e in errors} == {"id"}
+    assert {e.path for e in errors} == {first.resolve(), second.resolve()}
+    assert all(
+        str(first.resolve()) in e.line() or str(second.resolve()) in e.line() for e in errors
+    )
 
 
 def test_an_unknown_domain_lists_the_registered_ones(loader, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

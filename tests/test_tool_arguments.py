@@ -113,6 +113,74 @@ def test_without_a_schema_values_are_json_when_they_can_be() -> None:
         parse_arguments(["oops"], None, SCHEMA)
 
 
+def pick(
+    note: str | None,
+    port: int | str,
+    ratio: float | str = 0.0,
+    scale: float = 1.0,
+) -> None:
+    """A tool whose parameters take a string beside null, an integer or a number."""
+
+
+PICK = Tool.from_function(pick).spec().parameters
+
+
+def test_a_string_alternative_keeps_what_is_no_canonical_literal() -> None:
+    assert typed_arguments("pick", {"note": "", "port": "3000.0"}, PICK) == {
+        "note": "",
+        "port": "3000.0",
+    }
+    assert typed_arguments("pick", {"note": "null", "port": "3000"}, PICK) == {
+        "note": None,
+        "port": 3000,
+    }
+    assert typed_arguments("pick", {"ratio": "NaN", "port": "1e3"}, PICK) == {
+        "ratio": "NaN",
+        "port": "1e3",
+    }
+    assert typed_arguments("pick", {"ratio": "2.50", "scale": "-1E2"}, PICK) == {
+        "ratio": 2.5,
+        "scale": -100.0,
+    }
+    # An empty value is null where no string is allowed.
+    assert typed_arguments("record", {"limit": ""}, SCHEMA) == {"limit": None}
+
+
+@pytest.mark.parametrize("raw", ["NaN", "Infinity", "-Infinity", "0x10", "1_000", "+1"])
+def test_nan_infinity_and_other_spellings_are_not_numbers(raw: str) -> None:
+    with pytest.raises(ArgumentProblem, match="parameter 'scale' expects a number"):
+        typed_arguments("pick", {"scale": raw}, PICK)
+    with pytest.raises(ArgumentProblem, match="parameter 'count' expects an integer"):
+        typed_arguments("record", {"count": raw}, SCHEMA)
+    # Nor are they numbers inside JSON, nor where the schema says nothing.
+    with pytest.raises(ArgumentProblem, match="expects a JSON array"):
+        typed_arguments("record", {"names": f"[{raw}]"}, SCHEMA)
+    assert typed_arguments("record", {"undescribed": raw}, SCHEMA) == {"undescribed": raw}
+
+
+@pytest.mark.parametrize(
+    ("schema", "detail"),
+    [
+        ({"properties": {"x": {"type": 5}}}, "parameter 'x': 'type' is 5"),
+        ({"properties": {"x": {"type": "text"}}}, "parameter 'x': 'type' is 'text'"),
+        ({"properties": {"x": {"enum": 5}}}, "parameter 'x': 'enum' is 5"),
+        ({"properties": {"x": {"anyOf": 5}}}, "parameter 'x': 'anyOf' is 5"),
+        ({"properties": {"x": {"$ref": "#/$defs/X"}}, "$defs": {"X": 5}}, "'#/$defs/X' is 5"),
+        ({"properties": ["x"]}, "'properties' is ['x']"),
+    ],
+)
+def test_a_malformed_schema_is_a_clear_error(schema: dict[str, Any], detail: str) -> None:
+    with pytest.raises(ArgumentProblem) as caught:
+        typed_arguments("odd", {"x": "1"}, schema)
+    assert str(caught.value).startswith("the schema of odd is malformed")
+    assert detail in str(caught.value)
+
+
+def test_a_repeated_key_is_an_error_naming_it() -> None:
+    with pytest.raises(UsageProblem, match="'count' is given twice"):
+        parse_arguments(["count=1", "zip_code=1", "count=2"], None, SCHEMA)
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ToolServer]:
     box = Toolbox.of([Tool.from_function(record)])
@@ -165,3 +233,16 @@ def test_the_cli_and_the_standalone_client_send_typed_values(
         assert res.returncode == 1 and res.stdout == ""
         assert "parameter 'count' expects an integer, got 'many'" in res.stderr
     assert not [c for c in server.toolbox.calls if c.arguments.get("count") == "many"]
+    # A repeated key is a usage error in both, naming the key.
+    twice = [*ARGS, "count=8"]
+    ours = itbench("tool", "call", *twice, env=server.env())
+    alone = subprocess.run(
+        ["/usr/bin/python3", str(CLIENT), "call", *twice],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **server.env()},
+        cwd="/tmp",
+        timeout=60,
+    )
+    for res in (ours, alone):
+        assert res.returncode == 2 and "'count' is given twice" in res.stderr, res.stderr

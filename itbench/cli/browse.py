@@ -11,7 +11,7 @@ import click
 from itbench import console
 from itbench.bench import Bench
 from itbench.catalog import ScenarioError
-from itbench.cli.common import EXIT_FAILED, load_catalog, report_problems
+from itbench.cli.common import EXIT_FAILED, file_count, load_catalog, report_problems
 from itbench.cli.params import (
     bench_options,
     json_option,
@@ -39,7 +39,7 @@ def list_cmd(
     specs = bench.catalog.select(
         patterns or ("*",), tags=tags, domains=domains, complexity=complexity
     )
-    rejected = len(bench.catalog.errors)
+    rejected = file_count(bench.catalog.errors)
     if as_json:
         console.print_json([s.summary() for s in specs])
     else:
@@ -48,7 +48,7 @@ def list_cmd(
             for s in specs
         ]
         console.table(None, ["id", "domain", "complexity", "task types", "tags"], rows)
-        console.out.print(f"{len(specs)} scenarios, {rejected} rejected")
+        console.out.print(f"{len(specs)} scenarios, {rejected} rejected file(s)")
     if rejected:
         console.problem(f"{rejected} scenario file(s) rejected")
 
@@ -72,7 +72,7 @@ def show(bench: Bench, scenario_id: str, as_json: bool) -> None:
     Exits 1 naming file, field and reason when the file meant to define the scenario was
     rejected, 2 when no file defines it.
     """
-    load_catalog(bench, quiet=True)
+    load_catalog(bench, rejections="none")
     catalog = bench.catalog
     spec = catalog.scenarios.get(scenario_id)
     if spec is None:

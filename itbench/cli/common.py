@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import signal
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 import click
 
 from itbench import console
 from itbench.bench import Bench
+from itbench.catalog import ScenarioError
 from itbench.errors import RunDirError, UsageError
 from itbench.models import RunConfig, TrialResult
 from itbench.runner import Runner, RunOutcome
@@ -40,13 +43,41 @@ def report_problems(bench: Bench, extra: Iterable[str] = ()) -> int:
     return printed
 
 
-def load_catalog(bench: Bench, quiet: bool = False) -> None:
-    """Load the catalog; print plugin problems and (unless ``quiet``) rejected scenario files."""
+@contextmanager
+def problems_reported(bench: Bench) -> Iterator[None]:
+    """Print the plugin problems of ``bench`` not printed yet, however the block ends.
+
+    A usage error, an exit, an interruption or an unexpected exception all still show the
+    problems (which may be why the command failed).
+    """
+    try:
+        yield
+    finally:
+        report_problems(bench)
+
+
+def file_count(errors: Iterable[ScenarioError]) -> int:
+    """How many scenario files ``errors`` reject (a matrix file may have an error per variant)."""
+    return len({error.path for error in errors})
+
+
+def load_catalog(bench: Bench, rejections: Literal["each", "count", "none"] = "each") -> None:
+    """Load the catalog; print plugin problems and the rejected scenario files.
+
+    Args:
+        bench: The bench whose catalog to load.
+        rejections: Print each rejection, only how many files were rejected (``itbench list``
+            shows why), or nothing about them.
+    """
     catalog = bench.catalog
     report_problems(bench)
-    if not quiet:
+    if rejections == "each":
         for error in catalog.errors:
             console.problem(f"rejected scenario: {error.line()}")
+    elif rejections == "count" and catalog.errors:
+        console.problem(
+            f"{file_count(catalog.errors)} scenario file(s) rejected; itbench list shows why"
+        )
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from itbench.bench import Bench
+from itbench.cli.common import problems_reported
 from itbench.models import Complexity
 from itbench.options import OptionError, parse_flags
 
@@ -40,14 +41,19 @@ def plugin_options(fn: F) -> F:
 
 
 def bench_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Add ``--plugin`` and ``--scenario-path`` and pass a loaded :class:`Bench` as ``bench``."""
+    """Add ``--plugin`` and ``--scenario-path`` and pass a loaded :class:`Bench` as ``bench``.
+
+    However the command ends, the plugin problems it has not printed yet are printed last.
+    """
 
     @plugin_options
     @wraps(fn)
     def wrapper(
         *args: Any, plugins: tuple[str, ...], scenario_paths: tuple[str, ...], **kwargs: Any
     ) -> Any:
-        return fn(*args, bench=Bench(plugins=plugins, scenario_paths=scenario_paths), **kwargs)
+        bench = Bench(plugins=plugins, scenario_paths=scenario_paths)
+        with problems_reported(bench):
+            return fn(*args, bench=bench, **kwargs)
 
     return wrapper
 

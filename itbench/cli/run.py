@@ -18,7 +18,9 @@ from itbench.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    file_count,
     load_catalog,
+    problems_reported,
     report_problems,
     run_with_progress,
     sigterm_as_interrupt,
@@ -109,18 +111,28 @@ def evaluate(
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         run_dir = out or Path("runs") / f"{stamp}-{agent.replace('/', '_')}"
     bench = Bench(plugins=config.plugins, scenario_paths=config.scenario_paths)
+    with problems_reported(bench):
+        _run(ctx, bench, config, run_dir, resume is not None, as_json)
+
+
+def _run(
+    ctx: click.Context,
+    bench: Bench,
+    config: RunConfig,
+    run_dir: Path,
+    resume: bool,
+    as_json: bool,
+) -> None:
     rest, flags = plugin_flags(bench, list(ctx.args))
     if rest:
         raise click.UsageError(f"unexpected argument(s): {' '.join(rest)}")
-    if flags and resume is not None:
+    if flags and resume:
         raise click.UsageError("a resumed run keeps its options; drop the flags or start a new run")
     config.options.update(flags)
-    load_catalog(bench, quiet=True)
+    load_catalog(bench, rejections="count")
     sigterm_as_interrupt()
     try:
-        outcome = run_with_progress(
-            bench, config, run_dir, resume is not None, show_progress=not as_json
-        )
+        outcome = run_with_progress(bench, config, run_dir, resume, show_progress=not as_json)
     except KeyboardInterrupt:
         done = len(RunStore(run_dir).results())
         console.problem(
@@ -196,14 +208,21 @@ def validate(
     failing = bench.catalog.rejected(patterns) if strict or not patterns else []
     specs = bench.catalog.select(patterns or ("*",))
     if not specs and not failing:
-        raise click.UsageError(f"no scenario matches {', '.join(patterns or ('*',))}")
+        named = file_count(bench.catalog.rejected(patterns))
+        hint = (
+            f"; {named} rejected scenario file(s) match (see `itbench list` or `itbench show ID`"
+            " for why; --strict fails on them)"
+            if named
+            else ""
+        )
+        raise click.UsageError(f"no scenario matches {', '.join(patterns or ('*',))}{hint}")
     if not specs:
         for error in failing:
             console.problem(f"rejected (fails validate): {error.line()}")
         if as_json:
             console.print_json({"scenarios": [], "invalid": 0, **_rejections(bench, failing)})
         else:
-            console.out.print(f"no valid scenario selected; {len(failing)} rejected file(s)")
+            console.out.print(f"no valid scenario selected; {file_count(failing)} rejected file(s)")
         report_problems(bench)
         sys.exit(EXIT_FAILED)
     base = out or Path(tempfile.mkdtemp(prefix="itbench-validate-"))
@@ -250,8 +269,8 @@ def validate(
     else:
         _print_verdicts(report, agents)
         console.out.print(
-            f"{len(specs) - bad} valid, {bad} invalid, {len(bench.catalog.errors)} rejected "
-            f"files; runs in {base}"
+            f"{len(specs) - bad} valid, {bad} invalid, "
+            f"{file_count(bench.catalog.errors)} rejected file(s); runs in {base}"
         )
     for error in failing:
         console.problem(f"rejected (fails validate): {error.line()}")
@@ -261,7 +280,7 @@ def validate(
 
 def _rejections(bench: Bench, failing: list[ScenarioError]) -> dict[str, Any]:
     return {
-        "rejected_files": len(bench.catalog.errors),
+        "rejected_files": file_count(bench.catalog.errors),
         "failing_rejections": [
             {"file": str(e.path), "field": e.field, "reason": e.reason} for e in failing
         ],
