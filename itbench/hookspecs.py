@@ -7,14 +7,17 @@ each ``--plugin MODULE`` option. A plugin imports only what :mod:`itbench` expor
 ``__all__``); every other module is internal.
 
 Registration hooks return lists; the core concatenates the lists of all plugins in
-registration order (implementations marked ``tryfirst`` first, ``trylast`` last), so when two
-plugins register the same name, the first registration wins and the later plugin is reported.
+registration order (``tryfirst``/``trylast`` are not supported and are ignored). When two
+plugins register the same name, the first registration is kept, the later plugin is reported,
+and runs that use the name are refused until one of the two is removed: which one comes first
+depends on what is installed, so neither may decide a result.
 Every mistake of a plugin is a *problem* naming the plugin and the hook, printed by every
 command and written to a run directory's ``plugin-problems.json``, while the other plugins keep
 working: an import or registration failure, a hook that raises, an item of the wrong type, an
 implementation of a hook that does not exist (a misspelling), an ``itbench_*`` function without
 the marker, or an unsupported option (``wrapper``/``hookwrapper``: itbench calls each
-implementation on its own). ``itbench plugins`` lists them and exits 1 when there are any.
+implementation on its own; ``tryfirst``/``trylast``), or a second distribution using a taken
+entry-point name (it is loaded under ``NAME@DISTRIBUTION`` so that its names meet the first's). ``itbench plugins`` lists them and exits 1 when there are any.
 """
 
 from __future__ import annotations
