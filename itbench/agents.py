@@ -63,9 +63,10 @@ class AgentSpec:
         privileged: When true the factory receives the scenario, ground truth included. Only
             reference agents may be privileged; their results are labelled ``reference``.
         domains: Domains the agent can work on (empty: all).
-        sandboxed: The agent runs its work in the namespace sandbox (external programs);
-            results of every other agent, and of runs with ``--sandbox none``, are labelled
-            ``unsandboxed``.
+        sandboxed: The agent runs its work in the namespace sandbox (external programs).
+            Honoured only for the core's own agents (``command``, ``probe/leak``) and only for
+            trials that really ran in the sandbox: results of every other agent, and of runs
+            with ``--sandbox none``, are labelled ``unsandboxed``.
     """
 
     name: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -16,6 +17,20 @@ from itbench.plugins import PluginHost, make_plugin_manager
 from itbench.reporting.reporters import ReporterSpec
 
 T = TypeVar("T")
+
+#: Kinds whose contested names refuse a run: they decide what runs and how it is judged.
+REFUSED_WHEN_CONTESTED = ("agent", "domain", "executor")
+#: Names that end up in paths, trial ids and file names must have a safe form.
+_NAME_FORMS = {
+    "domain": (
+        re.compile(r"[a-z][a-z0-9_-]*"),
+        "a lowercase letter then letters, digits, '_', '-'",
+    ),
+    "agent": (
+        re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)*"),
+        "segments of letters, digits, '.', '_', '-' joined by '/'",
+    ),
+}
 
 
 class Bench:
@@ -37,6 +52,8 @@ class Bench:
         self.extra_paths = [Path(p) for p in scenario_paths]
         #: ``(kind, name)`` registered by more than one plugin: plugin names, first one first.
         self.contested: dict[tuple[str, str], list[str]] = {}
+        #: ``(kind, name)``: the plugin whose registration is used.
+        self.owners: dict[tuple[str, str], str] = {}
 
     def registered(self, hook: str, kind: str, cls: type[T]) -> dict[str, T]:
         """The items a registration hook returned, by name; the first registration wins.
@@ -58,24 +75,35 @@ class Bench:
                 name = getattr(item, "name", None)
             except Exception as exc:
                 name = None
-                self.host.problem(plugin, f"a {kind}'s name raised {type(exc).__name__}", hook)
+                self.host.problem(plugin, f"the name of a {kind} raised {type(exc).__name__}", hook)
                 continue
             if not isinstance(name, str) or not name:
                 self.host.problem(
                     plugin, f"registered a {kind} without a name: {_shown(item)}", hook
                 )
                 continue
+            form = _NAME_FORMS.get(kind)
+            if form is not None and not form[0].fullmatch(name):
+                self.host.problem(
+                    plugin, f"{kind} name {name[:80]!r} is not {form[1]}; ignored", hook
+                )
+                continue
             if name in out:
                 self.contested.setdefault((kind, name), [owner[name]]).append(plugin)
+                effect = (
+                    "runs that use it are refused until only one registration is left"
+                    if kind in REFUSED_WHEN_CONTESTED
+                    else "the first registration is used"
+                )
                 self.host.problem(
                     plugin,
-                    f"{kind} {name!r} is already registered by plugin {owner[name]!r}; runs that "
-                    f"use it are refused until one of the two plugins is removed",
+                    f"{kind} {name!r} is already registered by plugin {owner[name]!r}; {effect}",
                     hook,
                 )
                 continue
             out[name] = item
             owner[name] = plugin
+            self.owners[(kind, name)] = plugin
         return out
 
     def contested_names(self, kind: str, names: Iterable[str]) -> list[str]:

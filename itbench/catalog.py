@@ -411,7 +411,18 @@ class ScenarioLoader:
                 continue
             spec._source_path = path
             out.append(spec)
-        return out
+        shared = {
+            e.scenario_id: e.reason
+            for e in out
+            if isinstance(e, ScenarioError) and e.field == "id" and e.scenario_id
+        }
+        # As across files: no variant of a shared id runs, not even the first.
+        return [
+            error("id", shared[item.id], item.id)
+            if isinstance(item, ScenarioSpec) and item.id in shared
+            else item
+            for item in out
+        ]
 
     @staticmethod
     def _shared_id(doc: dict[str, Any], params: dict[str, Any]) -> str:
@@ -419,9 +430,10 @@ class ScenarioLoader:
         if not names:
             return "several variants get this id (their values give the same suffix)"
         unused = ", ".join(p for p in params if p not in names)
+        hint = f" (unused: {unused})" if unused else " (two values give the same text)"
         return (
             f"template {doc['id']!r} gives this id to several variants; "
-            f"name every parameter that varies (unused: {unused})"
+            f"name every parameter that varies{hint}"
         )
 
     def _unknown_domain(self, name: str) -> str:

@@ -258,11 +258,19 @@ def make_plugin_manager(
                 continue
             _register(host, obj, info)
     for module_name in plugins or []:
-        if host.pm.get_plugin(module_name) is not None:
-            continue
         imported = _import(host, module_name, module_name)
-        if imported is not None:
-            _register(host, imported, PluginInfo(module_name, "option", module=module_name))
+        if imported is None:
+            continue
+        if host.pm.is_registered(imported):
+            continue  # already loaded (through an entry point or an earlier --plugin)
+        if host.pm.get_plugin(module_name) is not None:
+            host._problem(
+                module_name,
+                f"--plugin {module_name}: a different plugin is already loaded under this name; "
+                "not loaded",
+            )
+            continue
+        _register(host, imported, PluginInfo(module_name, "option", module=module_name))
     return host
 
 

@@ -52,6 +52,8 @@ from itbench.tools import Toolbox
 
 log = logging.getLogger("itbench.runner")
 
+#: The plugin whose agents may run sandboxed (the ``command`` agent and the leak probe).
+CORE_AGENTS = "itbench.agents"
 #: The run directory's record of plugin problems (absent when there were none).
 PROBLEMS_FILE = "plugin-problems.json"
 #: Seconds an environment may take to make its fault observable, unless overridden.
@@ -218,6 +220,11 @@ class Runner:
         self._code_dirs = code_dirs(self.bench.host)
         self._code = code_hashes(self._code_dirs)
         self.labels = agent.labels(self.config.sandbox)
+        if not self.labels and self.bench.owners.get(("agent", agent.name)) != CORE_AGENTS:
+            # A plugin's agent factory runs in this process, whatever it hands the sandbox
+            # (the answers in argv, a patched command agent): only the core's own command
+            # agent earns the claim. External programs run sandboxed through `--agent command`.
+            self.labels = [Label.unsandboxed]
         if resume:
             manifest = self.store.read_manifest()
             self.secret = self.store.read_secret(manifest.secret_sha256)

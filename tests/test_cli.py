@@ -248,12 +248,17 @@ def test_docs_writes_one_reference_per_domain_and_checks_them(
     (out / "notes.md").write_text("# Hand-written notes\n")
     res = itbench("docs", "--out", "d", "--check", *TOY_ONLY, env=NO_AUTOLOAD)
     assert res.returncode == 1
-    assert "toy.md: out of date" in res.stderr and "gone.md: no longer generated" in res.stderr
+    assert "toy.md: out of date" in res.stderr and "gone.md" not in res.stderr
     assert "notes.md" not in res.stderr and (out / "toy.md").read_text().endswith("edited\n")
+    res = itbench("docs", "--out", "d", "--check", "--prune", *TOY_ONLY, env=NO_AUTOLOAD)
+    assert res.returncode == 1 and "gone.md: no longer generated" in res.stderr
+    # Without --prune a reference of a domain that is not loaded is never removed.
     res = itbench("docs", "--out", "d", *TOY_ONLY, env=NO_AUTOLOAD)
     assert res.returncode == 0 and (out / "toy.md").read_text() == toy
+    assert (out / "gone.md").exists() and (out / "notes.md").exists()
+    res = itbench("docs", "--out", "d", "--prune", *TOY_ONLY, env=NO_AUTOLOAD)
+    assert res.returncode == 0 and "removed" in res.stdout
     assert not (out / "gone.md").exists() and (out / "notes.md").exists()
-    assert "removed" in res.stdout and "1 written" in res.stdout
 
 
 def test_docs_refuses_to_write_or_remove_anything_when_a_plugin_has_problems(
@@ -340,10 +345,13 @@ def test_docs_without_out_writes_only_the_checkouts_own_domains(
     res = runner.invoke(cli, ["docs", "--out", str(tmp_path / "ext"), "--domain", "toy", *plugins])
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in (tmp_path / "ext").iterdir()) == ["README.md", "toy.md"]
-    # A reference --domain leaves out is kept; one of a domain no longer registered goes.
+    # A reference --domain leaves out is kept; one of a domain not registered goes with --prune.
     (tmp_path / "ext" / "lab.md").write_text("# Scenario reference: `lab`\n")
     (tmp_path / "ext" / "gone.md").write_text("# Scenario reference: `gone`\n")
-    res = runner.invoke(cli, ["docs", "--out", str(tmp_path / "ext"), "--domain", "toy", *plugins])
+    ext = ["docs", "--out", str(tmp_path / "ext"), "--domain", "toy", *plugins]
+    res = runner.invoke(cli, ext)
+    assert res.exit_code == 0 and (tmp_path / "ext" / "gone.md").exists(), res.output
+    res = runner.invoke(cli, [*ext, "--prune"])
     assert res.exit_code == 0 and (tmp_path / "ext" / "lab.md").exists(), res.output
     assert not (tmp_path / "ext" / "gone.md").exists()
 

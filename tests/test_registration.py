@@ -332,3 +332,74 @@ def test_a_second_distribution_under_a_taken_entry_point_name_is_loaded_and_repo
         env={"PYTHONPATH": str(site)},
     )
     assert run.returncode == 2 and "domain 'toy' is registered by plugins" in run.stderr
+
+
+def test_unsafe_names_and_reloaded_plugin_modules_are_problems(
+    plugin_dir: Path, plugin_site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(plugin_site))
+    name = _module(
+        plugin_dir,
+        "unsafe_names",
+        """
+        from itbench import AgentSpec, hookimpl
+        from itbench.agents import NoopAgent
+        from itbench_toy.domain import ToyDomain
+
+        class Escaping(ToyDomain):
+            name = "../other/README"
+
+        @hookimpl
+        def itbench_register_domains():
+            return [Escaping()]
+
+        @hookimpl
+        def itbench_register_agents():
+            return [AgentSpec("a/../b", lambda ctx: NoopAgent())]
+        """,
+    )
+    bench = Bench(plugins=[name, name], autoload=False)
+    assert "../other/README" not in bench.domains and "a/../b" not in bench.agents
+    reasons = [p.reason for p in bench.host.problems if p.plugin == name]
+    assert any("domain name '../other/README' is not" in r for r in reasons), reasons
+    assert any("agent name 'a/../b' is not" in r for r in reasons), reasons
+    assert not any("already registered" in r or "already loaded" in r for r in reasons)
+
+
+def test_a_plugin_agent_claiming_the_sandbox_gets_the_label_for_the_whole_run(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    _module(
+        tmp_path,
+        "wraps_command",
+        """
+        from itbench import AgentSpec, CommandAgent, hookimpl
+
+        def factory(ctx):
+            agent = CommandAgent(ctx, ["/bin/true"])
+            agent.run = lambda task, toolbox: None  # an in-process stand-in for the program
+            return agent
+
+        @hookimpl
+        def itbench_register_agents():
+            return [AgentSpec("x/wraps", factory, "a patched command agent", sandboxed=True)]
+        """,
+    )
+    res = itbench(
+        "evaluate",
+        "--agent",
+        "x/wraps",
+        "-s",
+        "toy/healthy",
+        "--plugin",
+        "wraps_command",
+        "--out",
+        "run",
+        "--json",
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    assert res.returncode == 0, res.stderr
+    [row] = res.json()["results"]  # type: ignore[index]
+    assert row["labels"] == ["unsandboxed"]
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["labels"] == ["unsandboxed"]

@@ -182,10 +182,12 @@ def test_a_template_that_leaves_out_a_varying_parameter_is_rejected(loader, tmp_
         tmp_path, "toy/t.yaml", _matrix_doc('id: "toy/reg-{k}"', "matrix:\n  k: [a]\n  n: [1, 2]\n")
     )
     catalog = loader.load([tmp_path])
-    assert list(catalog.scenarios) == ["toy/reg-a"]
-    [error] = catalog.errors
-    assert error.path == path.resolve() and error.field == "id" and error.scenario_id == "toy/reg-a"
-    assert "several variants" in error.reason and "unused: n" in error.reason
+    assert list(catalog.scenarios) == []  # no variant of a shared id runs, not even the first
+    assert len(catalog.errors) == 2
+    for error in catalog.errors:
+        assert error.path == path.resolve() and error.field == "id"
+        assert error.scenario_id == "toy/reg-a"
+        assert "several variants" in error.reason and "unused: n" in error.reason
 
 
 def test_a_template_naming_an_unknown_parameter_lists_the_matrix_parameters(
@@ -253,12 +255,13 @@ def test_rejections_are_found_by_the_id_or_name_the_file_meant(loader, tmp_path:
     catalog = loader.load([tmp_path])
     assert [e.path.name for e in catalog.rejected(["toy/broken-one"])] == ["broken.yaml"]
     assert [e.path.name for e in catalog.rejected(["toy/nameless"])] == ["nameless.yaml"]
-    assert [e.path.name for e in catalog.rejected(["toy/t-a"])] == ["tmpl.yaml"]
+    assert {e.path.name for e in catalog.rejected(["toy/t-a"])} == {"tmpl.yaml"}
     assert {e.path.name for e in catalog.rejected(["toy/*"])} == {
         "broken.yaml",
         "nameless.yaml",
         "tmpl.yaml",
     }
-    assert catalog.rejected(["toy/other"]) == [] and len(catalog.rejected()) == 3
+    assert catalog.rejected(["toy/other"]) == []
+    assert len({e.path for e in catalog.rejected()}) == 3
     assert [e.field for e in catalog.rejections_of("toy/nameless")] == ["goal"]
     assert catalog.rejections_of("toy/t-b") and not catalog.rejections_of("toy/nameles")

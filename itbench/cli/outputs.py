@@ -283,13 +283,18 @@ def _docs_selection(
     help="Only the reference of this domain (repeatable).",
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 naming the stale files.")
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="Also remove (with --check: report) references of domains that are not registered.",
+)
 @bench_options
-def docs(bench: Bench, out: Path | None, only: tuple[str, ...], check: bool) -> None:
+def docs(bench: Bench, out: Path | None, only: tuple[str, ...], check: bool, prune: bool) -> None:
     """Write each domain's scenario reference to DIR/<domain>.md and an index DIR/README.md.
 
     Each reference is generated from the domain's models (`Domain.reference()`); a generated
-    reference of a domain no longer registered is removed (those `--domain` leaves out are
-    kept). Without --out, only the domains whose code is part of the source checkout are
+    reference of a domain that is not registered is removed only with --prune (a run with
+    plugins disabled must not delete references). Without --out, only the domains whose code is part of the source checkout are
     written, to its docs/; any other domain needs `--out DIR` (for example
     `itbench docs --out docs --domain NAME` in its own distribution). Writes nothing and exits
     1 when a plugin has a problem (a domain that failed to load would lose its reference).
@@ -306,6 +311,8 @@ def docs(bench: Bench, out: Path | None, only: tuple[str, ...], check: bool) -> 
     files = domain_docs(selected)
     keep = [name for name in bench.domains if only and name not in only]
     stale, orphans = stale_docs(out, files, keep)
+    if not prune:
+        orphans = []
     if check:
         for path in [*stale, *orphans]:
             reason = (
