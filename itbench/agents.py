@@ -76,11 +76,18 @@ class AgentSpec:
     domains: list[str] = field(default_factory=list)
     sandboxed: bool = False
 
-    def labels(self, sandbox: str) -> list[Label]:
-        """The labels of this agent's results under a run's ``sandbox`` setting."""
+    def labels(self, sandbox: str, *, core: bool) -> list[Label]:
+        """The labels of this agent's results under a run's ``sandbox`` setting.
+
+        Args:
+            sandbox: The run's sandbox setting.
+            core: Whether the core's own plugin registered this spec. A plugin's factory runs
+                in the harness process, whatever it hands the sandbox (answers in argv, a
+                patched command agent), so only the core's agents earn ``sandboxed``.
+        """
         if self.privileged:
             return [Label.reference]
-        if self.sandboxed and sandbox != "none":
+        if self.sandboxed and core and sandbox != "none":
             return []
         return [Label.unsandboxed]
 

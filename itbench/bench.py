@@ -62,7 +62,6 @@ class Bench:
         problems of the plugin that returned them and left out.
         """
         out: dict[str, T] = {}
-        owner: dict[str, str] = {}
         for plugin, item in self.host.call_list(hook):
             if not isinstance(item, cls):
                 self.host.problem(
@@ -74,7 +73,6 @@ class Bench:
             try:
                 name = getattr(item, "name", None)
             except Exception as exc:
-                name = None
                 self.host.problem(plugin, f"the name of a {kind} raised {type(exc).__name__}", hook)
                 continue
             if not isinstance(name, str) or not name:
@@ -89,7 +87,8 @@ class Bench:
                 )
                 continue
             if name in out:
-                self.contested.setdefault((kind, name), [owner[name]]).append(plugin)
+                first = self.owners[(kind, name)]
+                self.contested.setdefault((kind, name), [first]).append(plugin)
                 effect = (
                     "runs that use it are refused until only one registration is left"
                     if kind in REFUSED_WHEN_CONTESTED
@@ -97,12 +96,11 @@ class Bench:
                 )
                 self.host.problem(
                     plugin,
-                    f"{kind} {name!r} is already registered by plugin {owner[name]!r}; {effect}",
+                    f"{kind} {name!r} is already registered by plugin {first!r}; {effect}",
                     hook,
                 )
                 continue
             out[name] = item
-            owner[name] = plugin
             self.owners[(kind, name)] = plugin
         return out
 

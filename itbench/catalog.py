@@ -296,8 +296,12 @@ class ScenarioLoader:
         """
         catalog = Catalog()
         origin: dict[str, Path] = {}
-        contested: set[str] = set()
         seen_roots: set[Path] = set()
+
+        def duplicate(path: Path, other: Path, sid: str) -> ScenarioError:
+            reason = f"duplicate id, also defined in {other}; neither runs"
+            return ScenarioError(path, "id", reason, sid, sid)
+
         for root in roots:
             resolved = root.resolve()
             if resolved in seen_roots:
@@ -313,27 +317,10 @@ class ScenarioLoader:
                         continue
                     spec = spec_or_err
                     if spec.id in origin:
-                        catalog.errors.append(
-                            ScenarioError(
-                                path,
-                                "id",
-                                f"duplicate id, also defined in {origin[spec.id]}; neither runs",
-                                spec.id,
-                                spec.id,
-                            )
-                        )
-                        if spec.id not in contested:
-                            contested.add(spec.id)
-                            catalog.scenarios.pop(spec.id, None)
-                            catalog.errors.append(
-                                ScenarioError(
-                                    origin[spec.id],
-                                    "id",
-                                    f"duplicate id, also defined in {path}; neither runs",
-                                    spec.id,
-                                    spec.id,
-                                )
-                            )
+                        catalog.errors.append(duplicate(path, origin[spec.id], spec.id))
+                        # The first copy, still in the catalog only until a second one shows.
+                        if catalog.scenarios.pop(spec.id, None) is not None:
+                            catalog.errors.append(duplicate(origin[spec.id], path, spec.id))
                         continue
                     catalog.scenarios[spec.id] = spec
                     origin[spec.id] = path

@@ -64,8 +64,9 @@ class Environment(ABC):
     """A live environment for one trial.
 
     The runner calls, in order: :meth:`setup`, :meth:`inject`, :meth:`wait_observable`, then
-    :meth:`agent_started` and hands :meth:`tools` to the agent, asks the domain to evaluate, and always calls
-    :meth:`teardown` (also after a failure in any earlier step, Ctrl-C or an agent hang).
+    :meth:`agent_started` and hands :meth:`tools` to the agent, asks the domain to evaluate,
+    and always calls :meth:`teardown` (also after a failure in any earlier step, Ctrl-C or an
+    agent hang).
     Any step may raise :class:`InfrastructureError`.
     """
 

@@ -82,7 +82,7 @@ class PluginHost:
             if value is None:
                 continue
             if not isinstance(value, list | tuple):
-                self._problem(name, f"returned {type(value).__name__}, expected a list", hook_name)
+                self.problem(name, f"returned {type(value).__name__}, expected a list", hook_name)
                 continue
             out.extend((name, item) for item in value)
         return out
@@ -105,10 +105,10 @@ class PluginHost:
             try:
                 results.append((impl.plugin_name, impl.function(**args)))
             except KeyboardInterrupt:
-                self._problem(impl.plugin_name, "interrupted (KeyboardInterrupt)", hook_name)
+                self.problem(impl.plugin_name, "interrupted (KeyboardInterrupt)", hook_name)
                 raise
             except BaseException as exc:
-                self._problem(impl.plugin_name, f"{type(exc).__name__}: {exc}"[:500], hook_name)
+                self.problem(impl.plugin_name, f"{type(exc).__name__}: {exc}"[:500], hook_name)
         return results
 
     def ordered_impls(self, hook_name: str) -> list[pluggy.HookImpl]:
@@ -121,15 +121,12 @@ class PluginHost:
         ]
         return sorted(impls, key=lambda impl: rank.get(impl.plugin_name, len(rank)))
 
-    def _problem(self, plugin: str, reason: str, hook: str | None = None) -> None:
+    def problem(self, plugin: str, reason: str, hook: str | None = None) -> None:
+        """Record a problem of ``plugin`` (once; repeated identical problems are kept once)."""
         problem = PluginProblem(plugin, reason, hook)
         with self._lock:
             if all(p.line() != problem.line() for p in self.problems):
                 self.problems.append(problem)
-
-    def problem(self, plugin: str, reason: str, hook: str | None = None) -> None:
-        """Record a problem of ``plugin`` (once; repeated identical problems are kept once)."""
-        self._problem(plugin, reason, hook)
 
     def hooks_of(self, plugin_name: str) -> list[str]:
         """Names of the hooks a plugin implements."""
@@ -143,7 +140,7 @@ def _register(host: PluginHost, module: ModuleType | object, info: PluginInfo) -
     try:
         host.pm.register(module, name=info.name)
     except Exception as exc:
-        host._problem(info.name, f"failed to register: {type(exc).__name__}: {exc}")
+        host.problem(info.name, f"failed to register: {type(exc).__name__}: {exc}")
         return
     host.infos[info.name] = info
     _check_plugin(host, info.name, module)
@@ -155,16 +152,16 @@ def _check_plugin(host: PluginHost, name: str, plugin: ModuleType | object) -> N
     Stands in for ``check_pending``, naming every offending plugin and hook instead of
     raising at the first.
     """
-    known = [
-        h
-        for h in dir(host.pm.hook)
-        if h.startswith(_HOOK_PREFIX) and getattr(host.pm.hook, h).has_spec()
-    ]
     for caller in host.pm.get_hookcallers(plugin) or []:
         if not caller.has_spec():
+            known = [
+                h
+                for h in dir(host.pm.hook)
+                if h.startswith(_HOOK_PREFIX) and getattr(host.pm.hook, h).has_spec()
+            ]
             close = difflib.get_close_matches(caller.name, known, n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
-            host._problem(name, f"implements unknown hook {caller.name}{hint}", caller.name)
+            host.problem(name, f"implements unknown hook {caller.name}{hint}", caller.name)
             continue
         for impl in caller.get_hookimpls():
             if impl.plugin_name != name:
@@ -177,7 +174,7 @@ def _check_plugin(host: PluginHost, name: str, plugin: ModuleType | object) -> N
                     if option in _SKIPPED_OPTIONS
                     else "ignored: plugins are called in registration order"
                 )
-                host._problem(
+                host.problem(
                     name,
                     f"hook option {option}=True is not supported (itbench calls each "
                     f"implementation on its own, in registration order); {effect}",
@@ -189,7 +186,7 @@ def _check_plugin(host: PluginHost, name: str, plugin: ModuleType | object) -> N
             continue
         value = getattr(plugin, attr, None)
         if callable(value) and not hasattr(value, marker):
-            host._problem(
+            host.problem(
                 name, f"{attr} is not marked with @itbench.hookimpl, so it is never called", attr
             )
 
@@ -198,7 +195,7 @@ def _import(host: PluginHost, name: str, module_name: str) -> ModuleType | None:
     try:
         return importlib.import_module(module_name)
     except Exception as exc:
-        host._problem(name, f"failed to import {module_name}: {type(exc).__name__}: {exc}")
+        host.problem(name, f"failed to import {module_name}: {type(exc).__name__}: {exc}")
         return None
 
 
@@ -235,7 +232,7 @@ def make_plugin_manager(
                     continue  # the same distribution seen twice on the path
                 # Another distribution under a taken name: load it too, so that whatever it
                 # registers meets the first one's names and is reported, never shadows them.
-                host._problem(
+                host.problem(
                     name,
                     f"entry point name {name!r} is used by distribution {dist_name!r} "
                     f"({ep.value}) and by {loaded[name][0]!r} ({loaded[name][1]})",
@@ -254,7 +251,7 @@ def make_plugin_manager(
             try:
                 obj = ep.load()
             except Exception as exc:
-                host._problem(name, f"failed to import {ep.value}: {type(exc).__name__}: {exc}")
+                host.problem(name, f"failed to import {ep.value}: {type(exc).__name__}: {exc}")
                 continue
             _register(host, obj, info)
     for module_name in plugins or []:
@@ -264,7 +261,7 @@ def make_plugin_manager(
         if host.pm.is_registered(imported):
             continue  # already loaded (through an entry point or an earlier --plugin)
         if host.pm.get_plugin(module_name) is not None:
-            host._problem(
+            host.problem(
                 module_name,
                 f"--plugin {module_name}: a different plugin is already loaded under this name; "
                 "not loaded",

@@ -219,12 +219,8 @@ class Runner:
         self._versions = package_versions(self.bench.host)
         self._code_dirs = code_dirs(self.bench.host)
         self._code = code_hashes(self._code_dirs)
-        self.labels = agent.labels(self.config.sandbox)
-        if not self.labels and self.bench.owners.get(("agent", agent.name)) != CORE_AGENTS:
-            # A plugin's agent factory runs in this process, whatever it hands the sandbox
-            # (the answers in argv, a patched command agent): only the core's own command
-            # agent earns the claim. External programs run sandboxed through `--agent command`.
-            self.labels = [Label.unsandboxed]
+        core = self.bench.owners.get(("agent", agent.name)) == CORE_AGENTS
+        self.labels = agent.labels(self.config.sandbox, core=core)
         if resume:
             manifest = self.store.read_manifest()
             self.secret = self.store.read_secret(manifest.secret_sha256)

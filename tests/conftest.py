@@ -21,6 +21,11 @@ ITBENCH = [sys.executable, "-m", "itbench.cli"]
 def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A site directory with the toy and broken plugin distributions installed by pip."""
     site = tmp_path_factory.mktemp("plugin-site")
+    return pip_install_into(site, PLUGINS / "itbench-toy", PLUGINS / "itbench-broken")
+
+
+def pip_install_into(site: Path, *distributions: Path) -> Path:
+    """Install local distributions (no dependencies, no network) into the directory ``site``."""
     subprocess.run(
         [
             sys.executable,
@@ -30,10 +35,10 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--quiet",
             "--no-deps",
             "--no-build-isolation",
+            "--no-index",
             "--target",
             str(site),
-            str(PLUGINS / "itbench-toy"),
-            str(PLUGINS / "itbench-broken"),
+            *map(str, distributions),
         ],
         check=True,
     )

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import CliFn
+from conftest import CliFn, pip_install_into
 
 from itbench.bench import Bench
 from itbench.plugins import make_plugin_manager
@@ -301,23 +299,7 @@ def test_a_second_distribution_under_a_taken_entry_point_name_is_loaded_and_repo
             """
         )
     )
-    site = tmp_path / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "--target",
-            str(site),
-            str(dist),
-        ],
-        check=True,
-    )
+    site = pip_install_into(tmp_path / "site", dist)
     res = itbench("plugins", "--json", env={"PYTHONPATH": str(site)})
     assert res.returncode == 1
     problems = res.json()["problems"]  # type: ignore[index]

@@ -201,6 +201,18 @@ ARGS = [
 ]
 
 
+def _standalone(server: ToolServer, *args: str) -> subprocess.CompletedProcess[str]:
+    """The tool client run on its own by the system Python, as inside the sandbox."""
+    return subprocess.run(
+        ["/usr/bin/python3", str(CLIENT), *args],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **server.env()},
+        cwd="/tmp",
+        timeout=60,
+    )
+
+
 def test_the_cli_and_the_standalone_client_send_typed_values(
     itbench: CliFn, server: ToolServer
 ) -> None:
@@ -209,26 +221,12 @@ def test_the_cli_and_the_standalone_client_send_typed_values(
     result = json.loads(ours.stdout)
     assert result["zip_code"] == ["str", "02134"] and result["count"] == ["int", 7]
     assert result["dry_run"] == ["bool", True] and result["ratio"] == ["float", 2.0]
-    alone = subprocess.run(
-        ["/usr/bin/python3", str(CLIENT), "tool", "call", *ARGS],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", **server.env()},
-        cwd="/tmp",
-        timeout=60,
-    )
+    alone = _standalone(server, "tool", "call", *ARGS)
     assert (alone.returncode, alone.stdout) == (0, ours.stdout), alone.stderr
     # A wrong type fails before the call, naming the parameter and its type, in both.
     bad = [*ARGS[:2], "count=many", *ARGS[3:]]
     ours = itbench("tool", "call", *bad, env=server.env())
-    alone = subprocess.run(
-        ["/usr/bin/python3", str(CLIENT), "call", *bad],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", **server.env()},
-        cwd="/tmp",
-        timeout=60,
-    )
+    alone = _standalone(server, "call", *bad)
     for res in (ours, alone):
         assert res.returncode == 1 and res.stdout == ""
         assert "parameter 'count' expects an integer, got 'many'" in res.stderr
@@ -236,13 +234,6 @@ def test_the_cli_and_the_standalone_client_send_typed_values(
     # A repeated key is a usage error in both, naming the key.
     twice = [*ARGS, "count=8"]
     ours = itbench("tool", "call", *twice, env=server.env())
-    alone = subprocess.run(
-        ["/usr/bin/python3", str(CLIENT), "call", *twice],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", **server.env()},
-        cwd="/tmp",
-        timeout=60,
-    )
+    alone = _standalone(server, "call", *twice)
     for res in (ours, alone):
         assert res.returncode == 2 and "'count' is given twice" in res.stderr, res.stderr

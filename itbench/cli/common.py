@@ -24,8 +24,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _printed: weakref.WeakKeyDictionary[Bench, set[str]] = weakref.WeakKeyDictionary()
 
 
-def report_problems(bench: Bench, extra: Iterable[str] = ()) -> int:
-    """Print on stderr every plugin problem of ``bench`` (and ``extra``) not printed before.
+def report_problems(bench: Bench) -> int:
+    """Print on stderr every plugin problem of ``bench`` not printed before.
 
     Some problems surface late (a registration hook is called when its items are first read,
     a lifecycle hook while trials run), so commands call this again at their end.
@@ -35,7 +35,7 @@ def report_problems(bench: Bench, extra: Iterable[str] = ()) -> int:
     """
     seen = _printed.setdefault(bench, set())
     printed = 0
-    for line in [*bench.problem_lines(), *extra]:
+    for line in bench.problem_lines():
         if line not in seen:
             seen.add(line)
             console.problem(line)

@@ -141,7 +141,7 @@ def _run(
         report_problems(bench)
         sys.exit(EXIT_INTERRUPTED)
     _print_outcome(outcome, as_json)
-    report_problems(bench, outcome.problems)
+    report_problems(bench)
     sys.exit(EXIT_FAILED if outcome.errors else EXIT_OK)
 
 
@@ -228,7 +228,6 @@ def validate(
     base = out or Path(tempfile.mkdtemp(prefix="itbench-validate-"))
     outcomes: dict[str, dict[str, TrialResult]] = {s.id: {} for s in specs}
     agents = ["oracle", "noop", *(PROBES if probes else ())]
-    run_problems: list[str] = []
     sigterm_as_interrupt()
     try:
         for agent in agents:
@@ -248,7 +247,6 @@ def validate(
                 resume=(run_dir / "manifest.json").exists(),
                 show_progress=not as_json,
             )
-            run_problems += outcome.problems
             for r in outcome.results:
                 outcomes[r.scenario_id][agent] = r
     except KeyboardInterrupt:
@@ -274,7 +272,7 @@ def validate(
         )
     for error in failing:
         console.problem(f"rejected (fails validate): {error.line()}")
-    report_problems(bench, run_problems)
+    report_problems(bench)
     sys.exit(EXIT_FAILED if bad or failing else EXIT_OK)
 
 
