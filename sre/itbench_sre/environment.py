@@ -86,10 +86,17 @@ class SreEnvironment(Environment):
             "loadgen": _digest(self.shop.read_private("loadgen.json")),
             "products": self._count("products"),
         }
-        self.identities = self._harness_identities()
-        missing = [name for name, ident in self.identities.items() if ident is None]
-        if missing:
-            raise InfrastructureError(f"harness servers not running after setup: {missing}")
+        # A program serves before supervisord calls it RUNNING (after its startsecs), so the
+        # identities are taken once every harness server has reached that state.
+        end = time.monotonic() + 10
+        while True:
+            self.identities = self._harness_identities()
+            missing = [name for name, ident in self.identities.items() if ident is None]
+            if not missing:
+                break
+            if time.monotonic() > end:
+                raise InfrastructureError(f"harness servers not running after setup: {missing}")
+            time.sleep(0.1)
 
     def _loaded(self) -> dict[str, str]:
         """Digests of the alert rules and configuration Prometheus has loaded (its HTTP API)."""
