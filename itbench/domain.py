@@ -155,6 +155,21 @@ class Domain(ABC, Generic[SpecT, SubmissionT, EnvT]):
     #: The task types a scenario of this domain may name (empty: any).
     task_types: ClassVar[tuple[str, ...]] = ()
 
+    def draw(self, spec: SpecT, ctx: TrialContext) -> tuple[SpecT, dict[str, Any]]:
+        """The concrete scenario of one trial, drawn from the spec's declared sets.
+
+        A scenario may declare sets (targets, parameters, decoys) instead of single values, so
+        that repeating it explores it rather than replaying it. The runner calls this once per
+        trial, before :meth:`create_environment`; draw with :meth:`TrialContext.secret_seed`
+        (derived from the run's harness-only secret, so nobody can predict the draw).
+
+        Returns:
+            The concrete spec, which the environment, the evaluator and privileged agents (the
+            oracle) receive, and what was drawn (JSON-able), recorded in the trial's result.
+            The default draws nothing: ``(spec, {})``.
+        """
+        return spec, {}
+
     @abstractmethod
     def create_environment(self, spec: SpecT, ctx: TrialContext) -> EnvT:
         """Create (not yet set up) the environment of one trial."""

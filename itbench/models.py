@@ -99,6 +99,15 @@ class ScenarioSpec(BaseModel):
         """Directory holding the scenario file and any data files beside it."""
         return self._source_path.parent if self._source_path else None
 
+    def facets(self) -> dict[str, str]:
+        """Categories of this scenario that reports break results down by.
+
+        A domain overrides it, for example ``{"mechanism": "bad_release"}`` or
+        ``{"family": "linux", "check": "ssh-root-login"}``. Every result records them
+        (:attr:`TrialResult.facets`); like the scenario id, they never reach the agent.
+        """
+        return {}
+
     def summary(self) -> dict[str, Any]:
         """Public catalog fields, as printed by ``itbench list --json``."""
         return {
@@ -109,6 +118,7 @@ class ScenarioSpec(BaseModel):
             "complexity": self.complexity.value,
             "task_types": list(self.task_types),
             "time_limit": self.time_limit,
+            "facets": self.facets(),
         }
 
 
@@ -227,6 +237,13 @@ class TrialResult(BaseModel):
     tags: list[str] = Field(default_factory=list)
     complexity: Complexity | None = None
     task_types: list[str] = Field(default_factory=list)
+    facets: dict[str, str] = Field(
+        default_factory=dict, description="The scenario's report categories (mechanism, family)."
+    )
+    drawn: dict[str, Any] = Field(
+        default_factory=dict,
+        description="What the trial drew from the scenario's declared sets (targets, parameters).",
+    )
     started_at: datetime
     finished_at: datetime
     versions: dict[str, str] = Field(default_factory=dict)

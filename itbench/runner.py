@@ -377,6 +377,8 @@ class TrialRun:
         self.output: Any = None
         #: Whether the agent ran in the sandbox (``None``: it never ran).
         self.sandboxed: bool | None = None
+        #: What the trial drew from the scenario's declared sets (see ``Domain.draw``).
+        self.drawn: dict[str, Any] = {}
         self.handle = secrets.token_hex(8)
         self.trial_dir = runner.store.trial_dir(self.handle)
         self.real_workspace = runner.store.workspace(self.handle)
@@ -419,6 +421,7 @@ class TrialRun:
                 log=logging.getLogger(f"itbench.trial.{self.handle}"),
                 secret=self.runner.secret,
             )
+            self.spec, self.drawn = self.domain.draw(self.spec, ctx)
             env = self.domain.create_environment(self.spec, ctx)
             self._phase("setup", env.setup)
             self._phase("inject", env.inject)
@@ -619,6 +622,8 @@ class TrialRun:
             tags=list(self.spec.tags),
             complexity=self.spec.complexity,
             task_types=list(self.spec.task_types),
+            facets=self.spec.facets(),
+            drawn=self.drawn,
             started_at=started,
             finished_at=_now(),
             versions=self.runner._versions,

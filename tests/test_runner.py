@@ -166,3 +166,41 @@ def test_plan_is_stable_and_ids_are_file_system_safe(toy_bench) -> None:  # type
     assert [t.trial_id for t in a] == [t.trial_id for t in b]
     assert all("/" not in t.trial_id and ":" not in t.trial_id for t in a)
     assert [t.seed for t in a] == [t.seed for t in b]
+
+
+PICK = """\
+domain: toy
+id: toy/pick
+title: One corrupted key, drawn per trial
+goal: One value of the registry is invalid. Name its key and repair it.
+task_types: [localization, mitigation]
+time_limit: 30
+values: {north: 1, south: 2, east: 3, west: 4}
+ground_truth: {key: null, expected: 0}
+candidates: [north, south, east, west]
+"""
+
+
+def test_targets_are_drawn_per_trial_recorded_and_given_to_the_oracle(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    (tmp_path / "cat" / "toy").mkdir(parents=True)
+    (tmp_path / "cat" / "toy" / "pick.yaml").write_text(PICK)
+    run = ("evaluate", "--agent", "oracle", "-s", "toy/pick", "--scenario-path", "cat")
+    res = itbench(*run, "--trials", "8", "--out", "o")
+    assert res.returncode == 0, res.stderr
+    rows = results(tmp_path / "o")
+    assert {r["status"] for r in rows} == {"passed"}  # the oracle got the drawn spec
+    drawn = [r["drawn"]["key"] for r in rows]
+    assert set(drawn) <= {"north", "south", "east", "west"} and len(set(drawn)) > 1
+    assert all(r["facets"] == {"fault": "corrupted-key"} for r in rows)
+    for r in rows:  # what was drawn never reaches the agent
+        task = (tmp_path / "o" / "trials" / r["handle"] / "task.json").read_text()
+        assert r["drawn"]["key"] not in task
+    # The draw comes from the run's secret: the public seed alone does not decide it.
+    itbench(*run, "--trials", "8", "--out", "p")
+    assert [r["drawn"]["key"] for r in results(tmp_path / "p")] != drawn
+    listed = itbench("list", "toy/pick", "--scenario-path", "cat", "--json").json()
+    assert listed[0]["facets"] == {"fault": "corrupted-key"}  # type: ignore[index]
+    healthy = itbench("list", "toy/healthy", "--json").json()
+    assert healthy[0]["facets"] == {"fault": "none"}  # type: ignore[index]

@@ -52,7 +52,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def results_frame(results: Iterable[TrialResult]) -> pd.DataFrame:
-    """One row per trial: ids, status, ``metric.<name>`` and ``time.<phase>`` columns."""
+    """One row per trial: ids, status, ``facet.<name>``, ``metric.<name>`` and ``time.<phase>``."""
     rows: list[dict[str, Any]] = []
     for r in results:
         row: dict[str, Any] = {
@@ -75,6 +75,8 @@ def results_frame(results: Iterable[TrialResult]) -> pd.DataFrame:
             "output_tokens": r.usage.output_tokens,
             "cost_usd": r.usage.cost_usd,
         }
+        for name, facet in r.facets.items():
+            row[f"facet.{name}"] = facet
         for name, value in r.metrics.items():
             row[f"metric.{name}"] = float(value) if value is not None else math.nan
         for phase in TIMING_COLUMNS:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import signal
 import sys
 import time
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from itbench import (
     Domain,
@@ -55,6 +56,14 @@ class ToySpec(ScenarioSpec):
     domain: Literal["toy"]
     values: dict[str, int]
     ground_truth: ToyTruth
+    candidates: list[str] = Field(
+        default_factory=list, description="Keys the corrupted one is drawn from, per trial."
+    )
+
+    def facets(self) -> dict[str, str]:
+        """The kind of fault: a corrupted key, or none."""
+        corrupt = self.ground_truth.key is not None or bool(self.candidates)
+        return {"fault": "corrupted-key" if corrupt else "none"}
 
 
 class ToySubmission(Submission):
@@ -168,6 +177,15 @@ class ToyDomain(Domain):
     submission_model = ToySubmission
     description = "In-memory registry with one corrupted key."
     ports_per_trial = 2
+
+    def draw(self, spec: ScenarioSpec, ctx: TrialContext) -> tuple[ScenarioSpec, dict[str, Any]]:
+        """Draw the corrupted key from ``candidates`` with the trial's secret seed."""
+        assert isinstance(spec, ToySpec)
+        if not spec.candidates:
+            return spec, {}
+        key = random.Random(ctx.secret_seed("key")).choice(sorted(spec.candidates))
+        truth = ToyTruth(key=key, expected=spec.values[key])
+        return spec.model_copy(update={"ground_truth": truth, "candidates": []}), {"key": key}
 
     def create_environment(self, spec: ScenarioSpec, ctx: TrialContext) -> Environment:
         """Build the registry."""
