@@ -43,7 +43,7 @@ from itbench.process import (
     stop_recorded,
     wait_for_port,
 )
-from itbench.reporting.reporters import ReporterSpec
+from itbench.report.reporters import ReporterSpec
 from itbench.tools import Tool, Toolbox, ToolCall
 
 __version__ = "0.1.0"
