@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import hashlib
 import itertools
 import re
 from collections.abc import Iterable, Sequence
@@ -431,3 +432,18 @@ class ScenarioLoader:
         return (
             f"unknown domain {name!r} (registered domains: {', '.join(sorted(self.domains))}){hint}"
         )
+
+
+def catalog_versions(specs: Iterable[ScenarioSpec]) -> dict[str, str]:
+    """Per domain, a short digest of how the catalog defines these scenarios.
+
+    Two runs scored on the same definitions (ground truth, goal, parameters...) of their
+    scenarios have the same versions; any change to one of them changes its domain's.
+    """
+    by_domain: dict[str, list[str]] = {}
+    for spec in sorted(specs, key=lambda s: s.id):
+        by_domain.setdefault(spec.domain, []).append(f"{spec.id}\n{spec.model_dump_json()}")
+    return {
+        domain: hashlib.sha256("\n\n".join(parts).encode()).hexdigest()[:16]
+        for domain, parts in sorted(by_domain.items())
+    }

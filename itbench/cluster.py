@@ -20,6 +20,7 @@ the others, each with the same itbench, plugins and catalog installed).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -55,13 +56,33 @@ def _run_remote(portable: Any, trial: PlannedTrial) -> str | None:
 
 
 def _lost(ray: Any, exc: BaseException) -> bool:
-    """Whether an error means the worker or its node went away (the trial may be retried)."""
-    kinds = tuple(
-        getattr(ray.exceptions, name)
-        for name in ("WorkerCrashedError", "NodeDiedError", "ObjectLostError", "OwnerDiedError")
-        if hasattr(ray.exceptions, name)
+    """Whether an error is Ray's, not the trial's: the worker, its node or its memory gone.
+
+    A trial's own failures come back as results; only an exception raised by the task's code
+    arrives as ``RayTaskError``. Everything else Ray raises (a crashed or OOM-killed worker, a
+    dead raylet or node, a lost object) means the attempt was cut short and may be retried.
+    """
+    return isinstance(exc, ray.exceptions.RayError) and not isinstance(
+        exc, ray.exceptions.RayTaskError
     )
-    return isinstance(exc, kinds)
+
+
+def _check_feasible(ray: Any, trials: list[PlannedTrial], job: TrialJob) -> None:
+    """Refuse trials no node of the cluster can take (Ray would queue them forever).
+
+    Raises:
+        UsageError: a trial needs more CPUs or memory than the largest node has.
+    """
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    cpus = max((float(r.get("CPU", 0)) for r in nodes), default=0.0)
+    memory = max((float(r.get("memory", 0)) for r in nodes), default=0.0)
+    for domain in sorted({t.scenario.domain for t in trials}):
+        need = job.resources(next(t for t in trials if t.scenario.domain == domain))
+        if float(need.get("num_cpus", 1)) > cpus or float(need.get("memory", 0)) > memory:
+            raise UsageError(
+                f"a {domain} trial needs {need} but the largest node of the cluster has "
+                f"{cpus:g} CPUs and {memory / 2**30:.1f} GiB (--workers sets a local instance's CPUs)"
+            )
 
 
 class RayExecutor(Executor):
@@ -115,6 +136,7 @@ class RayExecutor(Executor):
         on_result: ResultFn,
         cancel: threading.Event,
     ) -> None:
+        _check_feasible(ray, trials, job)
         task = ray.remote(_run_remote)
         portable = ray.put(job.portable())
         flying: dict[Any, tuple[PlannedTrial, int]] = {}
@@ -160,9 +182,12 @@ class RayExecutor(Executor):
             on_result(None)
             return
         except Exception as exc:
-            reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1:] or ''}"
-            if _lost(ray, exc):
+            last = str(exc).strip().splitlines()
+            reason = f"{type(exc).__name__}: {last[-1] if last else ''}"
+            # Whatever the attempt left (processes, directories) goes before anything else.
+            with contextlib.suppress(Exception):
                 job.recover(trial)
+            if _lost(ray, exc):
                 if attempt == 0:
                     submit(trial, 1)
                     return

@@ -55,10 +55,10 @@ def table(
         title: Shown above the table.
         header: Column names.
         rows: Cells, as rich markup unless ``plain``.
-        plain: Print every cell and header as text (data such as ``agent [unsandboxed]``
-            must not be read as markup).
+        plain: Print the title, every header and cell as text (data such as
+            ``agent [unsandboxed]`` must not be read as markup).
     """
-    t = Table(title=title, show_lines=False)
+    t = Table(title=escape(title) if plain and title else title, show_lines=False)
     for h in header:
         t.add_column(escape(h) if plain else h, overflow="fold")
     for row in rows:

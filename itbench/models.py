@@ -8,11 +8,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 #: Version of the on-disk result format (``results.jsonl`` and ``manifest.json``).
 SCHEMA_VERSION = "1.0"
 _ID = re.compile(r"[a-z][a-z0-9_-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+_DOMAIN = re.compile(r"[a-z][a-z0-9_-]*")
 
 MetricValue = float | int | bool | None
 
@@ -248,6 +249,26 @@ class TrialResult(BaseModel):
     finished_at: datetime
     versions: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("domain")
+    @classmethod
+    def _well_formed_domain(cls, value: str) -> str:
+        # Domains name files of reports and leaderboards: never a path.
+        if not _DOMAIN.fullmatch(value):
+            raise ValueError(
+                f"domain {value!r} is not a domain name (lowercase letters, digits, '_', '-')"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _scenario_of_its_domain(self) -> TrialResult:
+        if not _ID.fullmatch(self.scenario_id) or not self.scenario_id.startswith(
+            f"{self.domain}/"
+        ):
+            raise ValueError(
+                f"scenario_id {self.scenario_id!r} is not a scenario of domain {self.domain!r}"
+            )
+        return self
+
     @property
     def passed(self) -> bool:
         """Whether the trial passed."""
@@ -304,3 +325,7 @@ class RunManifest(BaseModel):
     host: HostInfo
     seeds: dict[str, int] = Field(description="Seed of each planned trial, by trial id.")
     scenario_ids: list[str]
+    catalog_versions: dict[str, str] = Field(
+        default_factory=dict,
+        description="Per domain, a digest of how the catalog defined the run's scenarios.",
+    )

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from itbench.errors import InfrastructureError
@@ -212,26 +213,76 @@ def start_ticks(pid: int) -> int | None:
         return None
 
 
+def boot_id() -> str:
+    """This machine's current boot (``/proc/sys/kernel/random/boot_id``), or ``""``."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+@dataclass(frozen=True)
+class PidRecord:
+    """A recorded process: pid, start time, and the machine (host and boot) it ran on."""
+
+    pid: int
+    ticks: int
+    boot: str
+    host: str
+
+    @property
+    def here(self) -> bool:
+        """Whether it was recorded on this machine, since its last boot."""
+        return self.boot == boot_id()
+
+    @property
+    def elsewhere(self) -> bool:
+        """Whether it ran on another machine (a record of this host's earlier boot is not)."""
+        return self.host != socket.gethostname()
+
+    def running(self) -> bool:
+        """Whether that very process still runs (this machine, same pid and start time)."""
+        return self.here and start_ticks(self.pid) == self.ticks
+
+
+def read_pid_record(path: Path) -> PidRecord | None:
+    """A pid file's record; ``None`` when it is unreadable or lacks the start time or boot."""
+    try:
+        words = path.read_text().split()
+        return PidRecord(int(words[0]), int(words[1]), words[2], words[3])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def record_pid(trial_dir: Path, name: str, pid: int) -> None:
-    """Remember ``pid`` (and when it started) under ``trial_dir`` for :func:`stop_recorded`."""
+    """Remember ``pid`` under ``trial_dir`` for :func:`stop_recorded`.
+
+    The record holds the pid, when the process started, this machine's boot id and host name,
+    so that it names that process and no other, ever. A process that has already exited is not recorded.
+    """
     d = trial_dir / PID_DIR
     d.mkdir(parents=True, exist_ok=True)
     ticks = start_ticks(pid)
-    (d / f"{name}.pid").write_text(f"{pid} {ticks}" if ticks is not None else str(pid))
+    if ticks is None:
+        return
+    (d / f"{name}.pid").write_text(f"{pid} {ticks} {boot_id()} {socket.gethostname()}\n")
 
 
 def recorded_pid(trial_dir: Path, name: str) -> int | None:
-    """The pid recorded as ``name`` under ``trial_dir``, if that very process still runs."""
-    try:
-        words = (trial_dir / PID_DIR / f"{name}.pid").read_text().split()
-        pid = int(words[0])
-        ticks = int(words[1]) if len(words) > 1 else None
-    except (OSError, ValueError, IndexError):
-        return None
-    current = start_ticks(pid)
-    if current is None or (ticks is not None and current != ticks):
-        return None
-    return pid
+    """The pid recorded as ``name`` under ``trial_dir``, if that very process still runs here."""
+    record = read_pid_record(trial_dir / PID_DIR / f"{name}.pid")
+    return record.pid if record is not None and record.running() else None
+
+
+def foreign_records(trial_dir: Path) -> list[PidRecord]:
+    """Pid records of ``trial_dir`` made on another machine: only it can stop their processes."""
+    d = trial_dir / PID_DIR
+    out = []
+    for path in sorted(d.glob("*.pid")) if d.is_dir() else []:
+        record = read_pid_record(path)
+        if record is not None and record.elsewhere:
+            out.append(record)
+    return out
 
 
 def forget_pid(trial_dir: Path, name: str) -> None:
@@ -241,15 +292,27 @@ def forget_pid(trial_dir: Path, name: str) -> None:
 
 
 def stop_recorded(trial_dir: Path, timeout: float = 5.0) -> list[int]:
-    """Stop every process group recorded under ``trial_dir``; returns the pids signalled.
+    """Stop every process group recorded under ``trial_dir`` on this machine; returns the pids.
 
-    A record whose process is gone, or whose pid now belongs to a process started later, is
-    dropped without a signal.
+    Only the very process recorded (this machine and boot, same pid, same start time) is
+    signalled: a record whose process is gone, whose pid now belongs to a later process, or that
+    lacks its start time is dropped without a signal. Records of another machine are kept (see
+    :func:`foreign_records`): their processes can only be stopped there.
     """
     stopped: list[int] = []
     d = trial_dir / PID_DIR
     if not d.is_dir():
         return stopped
+    for pidfile in sorted(d.glob("*.pid")):
+        record = read_pid_record(pidfile)
+        if record is not None and record.elsewhere:
+            continue
+        if record is not None and record.running():
+            stop_group(record.pid, timeout)
+            stopped.append(record.pid)
+        with contextlib.suppress(FileNotFoundError):
+            pidfile.unlink()
+    return stopped
     for pidfile in sorted(d.glob("*.pid")):
         try:
             words = pidfile.read_text().split()
@@ -257,8 +320,9 @@ def stop_recorded(trial_dir: Path, timeout: float = 5.0) -> list[int]:
             ticks = int(words[1]) if len(words) > 1 else None
         except (OSError, ValueError, IndexError):
             continue
-        # A recorded process that has exited may have left its pid to an unrelated one.
-        if ticks is None or start_ticks(pid) == ticks:
+        # A recorded process that has exited may have left its pid to an unrelated one: only
+        # the very process recorded (same pid, same start) is signalled.
+        if ticks is not None and start_ticks(pid) == ticks:
             stop_group(pid, timeout)
             stopped.append(pid)
         with contextlib.suppress(FileNotFoundError):

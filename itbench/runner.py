@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from itbench.active import RunLock, register, unregister
 from itbench.agents import AgentContext, AgentSpec
 from itbench.bench import Bench
+from itbench.catalog import catalog_versions
 from itbench.command import CommandAgent
 from itbench.domain import AnyDomain, Environment, TrialContext
 from itbench.errors import IntegrityError, RunDirError, UsageError
@@ -38,8 +39,9 @@ from itbench.models import (
     TrialResult,
     TrialStatus,
 )
-from itbench.plan import PlannedTrial, plan_trials, trial_id_prefix
+from itbench.plan import PlannedTrial, plan_trials
 from itbench.ports import PortAllocator, PortBlock
+from itbench.process import foreign_records, stop_recorded
 from itbench.provenance import (
     code_dirs,
     code_hashes,
@@ -191,6 +193,7 @@ class Runner:
             host=host_info(),
             seeds={t.trial_id: t.seed for t in trials},
             scenario_ids=[s.id for s in specs],
+            catalog_versions=catalog_versions(specs),
             secret_sha256=hashlib.sha256(self.secret).hexdigest(),
             labels=self.labels,
         )
@@ -296,6 +299,13 @@ class Runner:
         except KeyboardInterrupt:
             interrupted = True
             raise
+        except UsageError:
+            # The executor could not start (no Ray, a cluster it cannot join): a new run that
+            # recorded nothing is undone, so the same command can simply be run again.
+            if not resume and not self.store.results_path.exists():
+                for path in (self.store.manifest_path, self.store.secret_path):
+                    path.unlink(missing_ok=True)
+            raise
         finally:
             results = self.store.results(manifest)
             if not interrupted:
@@ -374,10 +384,24 @@ class Runner:
 
     def _recover_dir(self, handle: str, trial_id: str) -> None:
         trial = self.store.trial_dir(handle)
+        foreign = foreign_records(trial)
+        if foreign:
+            # Its processes ran on another node of a cluster: only that node can stop them.
+            hosts = ", ".join(sorted({r.host for r in foreign}))
+            raise UsageError(
+                f"trial {trial_id} ran on {hosts}: run `itbench cleanup {self.run_dir}` there"
+            )
         domain = self._domain_of(trial_id)
-        if domain is not None:
-            with contextlib.suppress(Exception):
-                domain.recover(trial)
+        if domain is None:
+            # Without its domain only the recorded process groups can be stopped: the trial
+            # directory stays, so that a cleanup with the domain loaded can finish the job.
+            stop_recorded(trial)
+            raise UsageError(
+                f"trial {trial_id}: its domain {trial_id.split('.', 1)[0]!r} is not loaded; "
+                "load the run's plugins and clean up again"
+            )
+        with contextlib.suppress(Exception):
+            domain.recover(trial)
         shutil.rmtree(trial, ignore_errors=True)
         shutil.rmtree(self.store.workspace(handle), ignore_errors=True)
         if (alias := WORKSPACE_ALIASES / handle).is_symlink():
@@ -421,11 +445,8 @@ class Runner:
         )
 
     def _domain_of(self, trial_id: str) -> AnyDomain | None:
-        scenario = trial_id.split("__", 1)[0]
-        for spec in self.bench.catalog.scenarios.values():
-            if trial_id_prefix(spec.id) == scenario:
-                return self.bench.domains.get(spec.domain)
-        return None
+        # A trial id starts with its scenario id, '/' turned '.'; domain names hold no '.'.
+        return self.bench.domains.get(trial_id.split(".", 1)[0])
 
     def _record(self, result: TrialResult | None) -> None:
         if result is None:  # interrupted in flight: nothing recorded, resume reruns it
@@ -610,7 +631,16 @@ class TrialRun:
             self._phase("ready", lambda: env.wait_observable(ready_timeout))
             before = env.fingerprint()
             submission = self._run_agent(env, ctx)
-            self._check_integrity(env, before)
+            try:
+                self._check_integrity(env, before)
+            except IntegrityError:
+                raise
+            except Exception as exc:
+                # What the checks read was broken during the agent's turn: tampering, not
+                # infrastructure (an error would drop the trial from every score).
+                raise IntegrityError(
+                    f"the integrity checks failed: {type(exc).__name__}: {exc}"
+                ) from exc
             evaluation = self._phase("evaluate", lambda: self._evaluate(env, submission, ctx))
             self.metrics = dict(evaluation.metrics)
             self.timings.time_to_detect = evaluation.time_to_detect
@@ -634,8 +664,22 @@ class TrialRun:
                 try:
                     env.teardown()
                 except Exception as exc:
-                    self.status = TrialStatus.error
-                    self.error = f"teardown failed: {type(exc).__name__}: {exc}"
+                    reason = f"teardown failed: {type(exc).__name__}: {exc}"
+                    if self.status in (
+                        TrialStatus.passed,
+                        TrialStatus.failed,
+                        TrialStatus.timeout,
+                        TrialStatus.invalid,
+                    ):
+                        # The verdict stands: an agent must not turn its failure (or its
+                        # tampering) into an excluded error by leaving what breaks teardown.
+                        self.error = f"{self.error}; {reason}" if self.error else reason
+                        (self.trial_dir / "teardown-error.txt").write_text(
+                            traceback.format_exc(), encoding="utf-8"
+                        )
+                    else:
+                        self.status = TrialStatus.error
+                        self.error = reason
                 self.timings.teardown = round(time.perf_counter() - start, 6)
             if block is not None:
                 block.release()

@@ -9,6 +9,7 @@ import secrets
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from pydantic import ValidationError
 
@@ -122,6 +123,8 @@ class RunStore:
             text = self.manifest_path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise RunDirError(f"{self.manifest_path}: not found (not a run directory?)") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise RunDirError(f"{self.manifest_path}: cannot be read: {_reason(exc)}") from None
         try:
             return RunManifest.model_validate_json(text)
         except ValidationError as exc:
@@ -173,8 +176,10 @@ class RunStore:
             fh = self.results_path.open("rb")
         except FileNotFoundError:
             return
+        except OSError as exc:
+            raise RunDirError(f"{self.results_path}: cannot be read: {_reason(exc)}") from None
         with fh:
-            for number, raw in enumerate(fh, start=1):
+            for number, raw in enumerate(_lines(fh, self.results_path), start=1):
                 if not raw.endswith(b"\n") or not raw.strip():
                     continue
                 try:
@@ -197,3 +202,18 @@ class RunStore:
                     )
                 seen.add(result.trial_id)
                 yield result
+
+
+def _reason(exc: BaseException) -> str:
+    """An OS or decoding error as a short reason (no path: the caller names the file)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _lines(fh: IO[bytes], path: Path) -> Iterator[bytes]:
+    """The lines of an open file; a read error is a :class:`RunDirError` naming ``path``."""
+    try:
+        yield from fh
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot be read: {_reason(exc)}") from None

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import ITBENCH, CliFn, _env, results, trial_dir, trial_records
 
+from itbench.process import record_pid
 from itbench.runner import WORKSPACE_ALIASES
 from itbench.store import RunStore
 
@@ -151,8 +152,7 @@ def test_resume_of_a_killed_trial_calls_the_domains_recover(tmp_path: Path, itbe
     leftover_workspace = run / "workspaces" / leftover.name
     assert leftover_workspace.is_dir()
     sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    (leftover / "pids").mkdir(parents=True, exist_ok=True)
-    (leftover / "pids" / "server.pid").write_text(str(sleeper.pid))
+    record_pid(leftover, "server", sleeper.pid)
     assert itbench("evaluate", "--resume", str(run)).returncode == 0
     assert sleeper.wait(timeout=10) != 0  # stopped by recover
     assert len(_ids(run)) == 2

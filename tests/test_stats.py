@@ -76,6 +76,8 @@ def test_bootstrap_resamples_problems_not_trials() -> None:
     passes = rng.integers(0, 4, size=30)
     assert cluster_bootstrap(passes, [3] * 30) == cluster_bootstrap(passes, [3] * 30)
     assert all(math.isnan(v) for v in cluster_bootstrap([], []))
+    # One problem cannot be resampled into any variation: no interval rather than a false one.
+    assert all(math.isnan(v) for v in cluster_bootstrap([5], [10]))
 
 
 def test_mcnemar_exact_against_the_binomial() -> None:
@@ -91,5 +93,6 @@ def test_paired_permutation_enumerates_sign_patterns() -> None:
     # Differences of 1 and 0.5 (zeros dropped): patterns give |mean| 0.75, 0.25, 0.25, 0.75.
     assert paired_permutation([1.0, 0.5, 0.0]) == pytest.approx(2 / 4)
     assert paired_permutation([0.0, 0.0]) == 1.0
-    # Beyond 14 problems the test samples sign patterns, seeded: all equal gives a tiny p.
-    assert paired_permutation([1.0] * 20) < 0.001
+    # Beyond 14 problems the test samples sign patterns, seeded: all equal gives a tiny p,
+    # never 0 (the observed pattern counts): (hits + 1) / (rounds + 1) with hits = 0.
+    assert paired_permutation([1.0] * 30) == pytest.approx(1 / 20001)

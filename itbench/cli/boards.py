@@ -39,10 +39,16 @@ def compare(run_a: Path, run_b: Path, as_json: bool) -> None:
         raise click.UsageError(str(exc)) from None
     result = compare_runs(a, b)
     summary = result.summary()
+    agents = {
+        "a": sorted({str(x) for x in a["agent"]}) if not a.empty else [],
+        "b": sorted({str(x) for x in b["agent"]}) if not b.empty else [],
+    }
     if as_json:
         console.print_json(
             {
                 **summary,
+                "agent_a": agents["a"],
+                "agent_b": agents["b"],
                 "problems": json.loads(result.problems.to_json(orient="records")),
                 "flipped": {"to_pass": result.flipped_to_pass, "to_fail": result.flipped_to_fail},
                 "only_in_a": result.only_a,
@@ -65,7 +71,8 @@ def compare(run_a: Path, run_b: Path, as_json: bool) -> None:
         for _, r in result.problems.iterrows()
     ]
     console.table(
-        f"compare: A = {run_a}, B = {run_b}",
+        f"compare: A = {', '.join(agents['a']) or '–'} ({run_a}), "
+        f"B = {', '.join(agents['b']) or '–'} ({run_b})",
         ["problem", "A", "B", "B - A", "flipped"],
         rows,
         plain=True,
@@ -127,7 +134,10 @@ def leaderboard(
     root = _board(board)
     bench = Bench(plugins=plugins, scenario_paths=scenario_paths)
     with problems_reported(bench):
-        files, refused = build(root, bench.catalog.scenarios)
+        try:
+            files, refused = build(root, bench.catalog.scenarios)
+        except RunDirError as exc:
+            raise click.UsageError(str(exc)) from None
     stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
     for reason in refused:
         console.problem(f"refused leaderboard entry: {reason}")
@@ -164,10 +174,8 @@ def add(bench: Bench, run_dir: Path, name: str, board: Path | None) -> None:
     """Add a finished run as a leaderboard entry (then rebuild with `itbench leaderboard`)."""
     from itbench.report.leaderboard import add_run
 
-    if not name or "/" in name or name.startswith("."):
-        raise click.UsageError(f"--name {name!r}: a plain directory name is needed")
     try:
-        entry = add_run(run_dir, _board(board), name, bench.catalog.scenarios, __version__)
+        entry = add_run(run_dir, _board(board), name, __version__)
     except RunDirError as exc:
         raise click.UsageError(str(exc)) from None
     console.out.print(f"added {entry}", highlight=False, markup=False)

@@ -339,13 +339,19 @@ def verdict(
 @click.command()
 @click.argument("run_dirs", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
 @json_option
-@bench_options
-def cleanup(bench: Bench, run_dirs: tuple[Path, ...], as_json: bool) -> None:
+@plugin_options
+def cleanup(
+    run_dirs: tuple[Path, ...],
+    as_json: bool,
+    plugins: tuple[str, ...],
+    scenario_paths: tuple[str, ...],
+) -> None:
     """Stop and remove what killed runs left behind (environments, processes, directories).
 
     With RUN_DIRs, those runs; without, every run recorded as in progress whose process is
     gone. Only harness-only records are used (pid files of trial directories, the run lock and
-    the user's record of runs in progress); a run still in progress is left alone.
+    the user's record of runs in progress); a run still in progress is left alone. Each run is
+    cleaned with the plugins it ran with (its manifest names them) and those given here.
     """
     from itbench.active import records, unregister
 
@@ -359,8 +365,12 @@ def cleanup(bench: Bench, run_dirs: tuple[Path, ...], as_json: bool) -> None:
         store = RunStore(run_dir)
         try:
             manifest = store.read_manifest()
-            runner = Runner(bench, manifest.config, run_dir)
-            entry["recovered"] = runner.cleanup()
+            bench = Bench(
+                plugins=[*plugins, *manifest.config.plugins],
+                scenario_paths=[*scenario_paths, *manifest.config.scenario_paths],
+            )
+            with problems_reported(bench):
+                entry["recovered"] = Runner(bench, manifest.config, run_dir).cleanup()
         except RunDirError as exc:
             if record is not None and not run_dir.exists():
                 unregister(record)  # its directory is gone: nothing left to clean

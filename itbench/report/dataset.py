@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from itbench.console import agent_label
+from itbench.errors import RunDirError
 from itbench.models import RunManifest, TrialResult
 from itbench.store import RunStore
 
@@ -206,8 +207,16 @@ def frames(run_dirs: Sequence[Path | str]) -> Frames:
         RunDirError: a directory that is not a run, or results its manifest does not hold.
     """
     runs = []
+    seen: dict[str, Path] = {}
     for run_dir in run_dirs:
         store = RunStore(Path(run_dir))
         manifest = store.read_manifest()
+        if manifest.run_id in seen:
+            # The same run twice (or a copy) would count its trials twice.
+            raise RunDirError(
+                f"{store.manifest_path}: run {manifest.run_id!r} was given already "
+                f"({seen[manifest.run_id]})"
+            )
+        seen[manifest.run_id] = Path(run_dir)
         runs.append((manifest, store.iter_results(manifest)))
     return frames_of(runs)

@@ -29,6 +29,8 @@ from matplotlib.figure import Figure
 from itbench.report.tables import Report, breakdown_rows, display_rows, metric_rows, title
 
 _RC: dict[str, Any] = {
+    # Names are data: "$" in an agent or facet name is no mathtext.
+    "text.parse_math": False,
     "svg.fonttype": "none",
     "font.size": 9,
     "axes.spines.top": False,

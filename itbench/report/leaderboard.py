@@ -26,8 +26,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,9 +36,13 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
 
+from itbench.active import RunLock
+from itbench.catalog import catalog_versions
 from itbench.errors import RunDirError
-from itbench.models import Label, RunManifest, ScenarioSpec, TrialResult
+from itbench.models import Label, RunManifest, ScenarioSpec, TrialResult, TrialStatus
+from itbench.plan import trial_id_prefix
 from itbench.report.dataset import frames_of
+from itbench.report.render import markdown_cell
 from itbench.report.tables import breakdown, fmt, summarize
 from itbench.store import MANIFEST, RESULTS, RunStore
 
@@ -47,7 +52,11 @@ OVERALL = "overall"
 
 
 class RunSummary(BaseModel):
-    """``summary.json`` of a leaderboard entry."""
+    """``summary.json`` of a leaderboard entry.
+
+    Every field is derived from the entry's hashed ``manifest.json`` and ``results.jsonl``; when
+    the board is built they are derived again, and a summary that disagrees is refused.
+    """
 
     schema_version: str = "1.0"
     kind: str = "itbench-run-summary"
@@ -57,11 +66,16 @@ class RunSummary(BaseModel):
     model: str | None = None
     labels: list[Label] = Field(default_factory=list)
     itbench_version: str
-    date: str = Field(description="When the run started (UTC, ISO 8601).")
-    trials: int
+    date: str = Field(description="When the run started (UTC, ISO 8601 date).")
+    trials: int = Field(description="Trials recorded.")
+    planned: int = Field(description="Trials the run planned.")
     results_sha256: str
     manifest_sha256: str
     catalog: dict[str, str] = Field(description="Catalog version per domain the run was scored on.")
+
+
+#: Names of entries: a plain directory name.
+ENTRY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 def sha256_of(path: Path) -> str:
@@ -69,48 +83,17 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def catalog_versions(
-    scenario_ids: Sequence[str], catalog: Mapping[str, ScenarioSpec]
-) -> dict[str, str]:
-    """Per domain, a digest of how the catalog defines the given scenarios.
-
-    A scenario missing from the catalog counts as changed (its digest input is ``missing``).
-    """
-    by_domain: dict[str, list[str]] = {}
-    for sid in sorted(set(scenario_ids)):
-        spec = catalog.get(sid)
-        domain = spec.domain if spec is not None else sid.split("/", 1)[0]
-        text = spec.model_dump_json() if spec is not None else "missing"
-        by_domain.setdefault(domain, []).append(f"{sid}\n{text}")
-    return {
-        d: hashlib.sha256("\n\n".join(parts).encode()).hexdigest()[:16]
-        for d, parts in sorted(by_domain.items())
-    }
-
-
-def add_run(
-    run_dir: Path, board: Path, name: str, catalog: Mapping[str, ScenarioSpec], version: str
-) -> Path:
-    """Copy a run into ``board/runs/<name>/`` with its summary.
+def summarize_run(name: str, entry: Path, version: str) -> RunSummary:
+    """The summary of an entry, from its manifest and results files alone.
 
     Raises:
-        RunDirError: not a run, or results its manifest does not hold, or the entry exists.
+        RunDirError: the files cannot be read or do not belong together.
     """
-    store = RunStore(run_dir)
+    store = RunStore(entry)
     manifest = store.read_manifest()
     results = list(store.iter_results(manifest))
-    if not results:
-        raise RunDirError(f"{store.results_path}: no results to add")
-    entry = board / RUNS / name
-    if entry.exists():
-        raise RunDirError(f"{entry}: a leaderboard entry of that name exists")
-    entry.mkdir(parents=True)
-    shutil.copyfile(store.manifest_path, entry / MANIFEST)
-    # Only complete lines: a torn last line is no result.
-    lines = store.results_path.read_bytes().split(b"\n")[:-1]
-    (entry / RESULTS).write_bytes(b"".join(line + b"\n" for line in lines if line.strip()))
     model = manifest.config.options.get("model")
-    summary = RunSummary(
+    return RunSummary(
         name=name,
         run_id=manifest.run_id,
         agent=manifest.config.agent,
@@ -119,12 +102,60 @@ def add_run(
         itbench_version=manifest.packages.get("itbench", version),
         date=manifest.created_at.strftime("%Y-%m-%d"),
         trials=len(results),
+        planned=len(manifest.seeds),
         results_sha256=sha256_of(entry / RESULTS),
         manifest_sha256=sha256_of(entry / MANIFEST),
-        catalog=catalog_versions([r.scenario_id for r in results], catalog),
+        catalog=dict(manifest.catalog_versions),
     )
+
+
+def add_run(run_dir: Path, board: Path, name: str, version: str) -> Path:
+    """Copy a run into ``board/runs/<name>/`` with its summary.
+
+    Raises:
+        RunDirError: not a run, results its manifest does not hold, no results, a bad name, or
+            an entry of that name exists.
+    """
+    if not ENTRY_NAME.fullmatch(name):
+        raise RunDirError(
+            f"--name {name!r}: an entry name is letters, digits, '.', '_' and '-' (at most 100)"
+        )
+    store = RunStore(run_dir)
+    manifest = store.read_manifest()
+    if not any(True for _ in store.iter_results(manifest)):
+        raise RunDirError(f"{store.results_path}: no results to add")
+    with RunLock(run_dir):  # a run still in progress is not published
+        pass
+    entry = board / RUNS / name
+    if entry.exists():
+        raise RunDirError(f"{entry}: a leaderboard entry of that name exists")
+    entry.mkdir(parents=True)
+    try:
+        _publish_manifest(manifest, entry / MANIFEST)
+        # Only complete lines: a torn last line is no result.
+        lines = store.results_path.read_bytes().split(b"\n")[:-1]
+        (entry / RESULTS).write_bytes(b"".join(line + b"\n" for line in lines if line.strip()))
+        summary = summarize_run(name, entry, version)
+    except BaseException:
+        shutil.rmtree(entry, ignore_errors=True)
+        raise
     (entry / SUMMARY).write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return entry
+
+
+#: Run options whose values are not published with an entry (their names are).
+SECRET_OPTION = re.compile(r"key|token|secret|passw|credential|auth", re.IGNORECASE)
+
+
+def _publish_manifest(manifest: RunManifest, path: Path) -> None:
+    """Write the manifest of an entry: options that look like credentials are redacted."""
+    options = {
+        k: ("<redacted>" if SECRET_OPTION.search(k) else v)
+        for k, v in manifest.config.options.items()
+    }
+    config = manifest.config.model_copy(update={"options": options})
+    published = manifest.model_copy(update={"config": config})
+    path.write_text(published.model_dump_json(indent=2), encoding="utf-8")
 
 
 @dataclass
@@ -137,51 +168,116 @@ class Entry:
     notes: list[str] = field(default_factory=list)
 
 
+def _validation_reason(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "(document)"
+    return f"field '{where}': {err['msg']}"
+
+
+def _missing(manifest: RunManifest, results: list[TrialResult]) -> list[TrialResult]:
+    """A failed result for each planned trial the results do not hold (never left out)."""
+    recorded = {r.trial_id for r in results}
+    scenario_of = {trial_id_prefix(sid): sid for sid in manifest.scenario_ids}
+    out = []
+    for trial_id in sorted(set(manifest.seeds) - recorded):
+        prefix, _, index = trial_id.rsplit("__", 2)
+        scenario = scenario_of.get(prefix)
+        if scenario is None:
+            continue
+        out.append(
+            TrialResult(
+                run_id=manifest.run_id,
+                trial_id=trial_id,
+                scenario_id=scenario,
+                domain=scenario.split("/", 1)[0],
+                agent=manifest.config.agent,
+                trial_index=int(index) if index.isdigit() else 0,
+                seed=manifest.seeds[trial_id],
+                status=TrialStatus.failed,
+                error="planned but missing from the results",
+                labels=list(manifest.labels),
+                started_at=manifest.created_at,
+                finished_at=manifest.created_at,
+            )
+        )
+    return out
+
+
+def _hash_problems(entry: Path, summary: RunSummary) -> list[str]:
+    problems = []
+    for file, recorded in ((RESULTS, summary.results_sha256), (MANIFEST, summary.manifest_sha256)):
+        try:
+            actual = sha256_of(entry / file)
+        except OSError as exc:
+            problems.append(f"{entry / file}: cannot be read: {exc.strerror or exc}")
+            continue
+        if actual != recorded:
+            problems.append(
+                f"{entry / file}: sha256 {actual[:12]}… is not the {recorded[:12]}… "
+                "its summary records"
+            )
+    return problems
+
+
+def _notes(
+    summary: RunSummary,
+    manifest: RunManifest,
+    results: list[TrialResult],
+    missing: int,
+    catalog: Mapping[str, ScenarioSpec],
+) -> list[str]:
+    notes = []
+    labels = set(summary.labels)
+    if Label.unsandboxed in labels:
+        notes.append("unsandboxed")
+    if Label.reference in labels:
+        notes.append("reference")
+    if missing:
+        notes.append(f"{missing} planned trials missing (counted as failed)")
+    if any(r.status is TrialStatus.invalid for r in results):
+        notes.append("invalid trials")
+    if any(r.status is TrialStatus.error for r in results):
+        notes.append("errors")
+    specs = [catalog[s] for s in manifest.scenario_ids if s in catalog]
+    if len(specs) < len(manifest.scenario_ids) or catalog_versions(specs) != summary.catalog:
+        notes.append("other catalog version")
+    return notes
+
+
 def load_entries(board: Path, catalog: Mapping[str, ScenarioSpec]) -> tuple[list[Entry], list[str]]:
     """The entries of ``board/runs/`` that pass their checks, and why the others were refused."""
     entries, refused = [], []
     root = board / RUNS
     for entry in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
         try:
-            summary = RunSummary.model_validate_json((entry / SUMMARY).read_text(encoding="utf-8"))
-        except (OSError, ValidationError) as exc:
-            refused.append(f"{entry / SUMMARY}: cannot be read: {str(exc).splitlines()[0]}")
+            summary = RunSummary.model_validate_json((entry / SUMMARY).read_bytes())
+        except OSError as exc:
+            refused.append(f"{entry / SUMMARY}: cannot be read: {exc.strerror or exc}")
             continue
-        problems = []
-        for file, recorded in (
-            (RESULTS, summary.results_sha256),
-            (MANIFEST, summary.manifest_sha256),
-        ):
-            try:
-                actual = sha256_of(entry / file)
-            except OSError as exc:
-                problems.append(f"{entry / file}: cannot be read: {exc}")
-                continue
-            if actual != recorded:
-                problems.append(
-                    f"{entry / file}: sha256 {actual[:12]}… is not the {recorded[:12]}… its summary records"
-                )
+        except ValidationError as exc:
+            refused.append(f"{entry / SUMMARY}: {_validation_reason(exc)}")
+            continue
+        problems = _hash_problems(entry, summary)
         if problems:
             refused += problems
             continue
-        store = RunStore(entry)
         try:
-            manifest = store.read_manifest()
-            results = list(store.iter_results(manifest))
+            derived = summarize_run(entry.name, entry, summary.itbench_version)
         except RunDirError as exc:
             refused.append(str(exc))
             continue
-        notes = []
-        labels = set(summary.labels)
-        if Label.unsandboxed in labels:
-            notes.append("unsandboxed")
-        if Label.reference in labels:
-            notes.append("reference")
-        if any(r.status.value == "invalid" for r in results):
-            notes.append("invalid trials")
-        if catalog_versions([r.scenario_id for r in results], catalog) != summary.catalog:
-            notes.append("other catalog version")
-        entries.append(Entry(summary, manifest, results, notes))
+        differ = [f for f in RunSummary.model_fields if getattr(derived, f) != getattr(summary, f)]
+        if differ:
+            refused.append(
+                f"{entry / SUMMARY}: disagrees with the run's files in {', '.join(differ)}"
+            )
+            continue
+        store = RunStore(entry)
+        manifest = store.read_manifest()
+        results = list(store.iter_results(manifest))
+        missing = _missing(manifest, results)
+        notes = _notes(summary, manifest, results, len(missing), catalog)
+        entries.append(Entry(summary, manifest, results + missing, notes))
     return entries, refused
 
 
@@ -208,6 +304,7 @@ def _rows(entries: list[Entry], domain: str | None) -> list[dict[str, Any]]:
                 "model": e.summary.model,
                 "entry": e.summary.name,
                 "trials": int(s["trials"]),
+                "errors": int(s["errors"]),
                 "scored": int(s["scored"]),
                 "pass_rate": _round(float(s["pass_rate"])),
                 "pass_rate_se": _round(float(s["pass_rate_se"])),
@@ -224,7 +321,8 @@ def _rows(entries: list[Entry], domain: str | None) -> list[dict[str, Any]]:
                 "cost_usd": _round(float(s.get("cost_usd", math.nan))),
                 "date": e.summary.date,
                 "itbench_version": e.summary.itbench_version,
-                "sandboxed": Label.unsandboxed not in e.summary.labels,
+                # In-process agents (unsandboxed) and reference agents ran inside the harness.
+                "sandboxed": not ({Label.unsandboxed, Label.reference} & set(e.summary.labels)),
                 "notes": e.notes,
             }
         )
@@ -234,7 +332,7 @@ def _rows(entries: list[Entry], domain: str | None) -> list[dict[str, Any]]:
 
 def _markdown(board: str, rows: list[dict[str, Any]]) -> str:
     tasks = sorted({t for r in rows for t in r["task_types"]})
-    header = ["agent", "model", "trials", "pass rate ± SE", "95% CI", *tasks]
+    header = ["agent", "model", "trials", "errors", "pass rate ± SE", "95% CI", *tasks]
     header += ["TTD s", "TTM s", "tokens", "cost $", "date", "itbench", "sandboxed", "notes"]
     lines = [
         f"# Leaderboard: {board}",
@@ -246,7 +344,7 @@ def _markdown(board: str, rows: list[dict[str, Any]]) -> str:
     ]
     for r in rows:
         rate = r["pass_rate"]
-        cells = [r["agent"], r["model"] or "–", str(r["trials"])]
+        cells = [r["agent"], r["model"] or "–", str(r["trials"]), str(r["errors"])]
         cells.append("–" if rate is None else f"{rate:.3f} ± {r['pass_rate_se']:.3f}")
         ci = "–" if r["ci_low"] is None else f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
         cells.append(ci)
@@ -254,7 +352,7 @@ def _markdown(board: str, rows: list[dict[str, Any]]) -> str:
         cells += [fmt(r["time_to_detect"], 1), fmt(r["time_to_mitigate"], 1)]
         cells += [fmt(r["tokens"], 0), fmt(r["cost_usd"], 2), r["date"], r["itbench_version"]]
         cells += ["yes" if r["sandboxed"] else "no", ", ".join(r["notes"]) or "–"]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append("| " + " | ".join(markdown_cell(c) for c in cells) + " |")
     if not rows:
         lines.append("")
         lines.append("No run of this board yet.")
@@ -273,7 +371,13 @@ def boards(entries: list[Entry]) -> dict[str, tuple[str, str]]:
 
 
 def build(board: Path, catalog: Mapping[str, ScenarioSpec]) -> tuple[dict[Path, str], list[str]]:
-    """The files of a leaderboard directory, by path, and the refused entries' reasons."""
+    """The files of a leaderboard directory, by path, and the refused entries' reasons.
+
+    Raises:
+        RunDirError: ``board`` is no directory.
+    """
+    if not board.is_dir():
+        raise RunDirError(f"{board}: no such leaderboard directory")
     entries, refused = load_entries(board, catalog)
     files: dict[Path, str] = {}
     for name, (md, js) in boards(entries).items():

@@ -8,10 +8,18 @@ from pathlib import Path
 from itbench.report.tables import Report, breakdown_rows, display_rows, metric_rows, title
 
 
-def _markdown(header: list[str], rows: list[list[str]]) -> list[str]:
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
+def markdown_cell(text: str) -> str:
+    """Text made safe for one cell of a Markdown table.
 
+    Names come from results and plugins: a line break would end the table, a ``|`` add a
+    column, and raw HTML (``<!--``) hide the rows below.
+    """
+    flat = " ".join(str(text).split())
+    return flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> list[str]:
+    cell = markdown_cell
     lines = [
         "| " + " | ".join(map(cell, header)) + " |",
         "|" + "|".join("---" for _ in header) + "|",

@@ -15,7 +15,7 @@
   (:func:`mcnemar_exact`) on problems with one trial in each run, and a paired sign-flip
   permutation test (:func:`paired_permutation`) on the per-problem differences of pass rates,
   exact when there are at most 2^14 sign patterns and otherwise estimated from 20,000 seeded
-  rounds.
+  rounds as ``(hits + 1) / (rounds + 1)``.
 """
 
 from __future__ import annotations
@@ -81,14 +81,14 @@ def cluster_bootstrap(
         seed: Seed of the generator.
 
     Returns:
-        ``(low, high)``; ``(nan, nan)`` without problems. With a single problem the interval is
-        that problem's rate, as resampling cannot vary it.
+        ``(low, high)``; ``(nan, nan)`` with fewer than two problems (resampling one problem
+        cannot vary it, and a zero-width interval would claim a certainty there is none).
     """
     c = np.asarray(passes, dtype=float)
     n = np.asarray(trials, dtype=float)
     keep = n > 0
     c, n = c[keep], n[keep]
-    if c.size == 0:
+    if c.size < 2:
         return math.nan, math.nan
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, c.size, size=(rounds, c.size))
@@ -132,4 +132,7 @@ def paired_permutation(
     stats = np.abs((signs * d).mean(axis=1))
     # A small tolerance keeps ties (equal statistics up to rounding) on the conservative side.
     hits = int(np.count_nonzero(stats >= observed - 1e-12))
-    return hits / len(stats)
+    if d.size <= EXACT_PERMUTATION_MAX:
+        return hits / len(stats)
+    # Sampled: count the observed pattern itself, so the estimate is never 0.
+    return (hits + 1) / (len(stats) + 1)

@@ -15,8 +15,9 @@ Definitions (per group of trials, by default a domain and an agent):
   resamples problems (the trials of one problem are not independent; see
   :mod:`itbench.report.stats`).
 - ``problems``: distinct scenarios; ``solved``: problems with at least one pass.
-- ``pass@k`` and ``pass^k``: the unbiased estimators per problem, averaged over problems with at
-  least ``k`` scored trials.
+- ``pass@k`` and ``pass^k``: the unbiased estimators per problem, averaged over the
+  ``pass@k_problems`` problems with at least ``k`` scored trials (tables show that count when
+  it is not every problem).
 - ``<metric>_mean`` / ``<metric>_se``: mean and standard error over scored trials that report
   the metric; booleans count as 0/1. ``<phase>_mean``: mean seconds of a phase.
 - ``input_tokens``, ``output_tokens``, ``cost_usd``: totals over scored trials where agents
@@ -73,6 +74,7 @@ def _rate_stats(group: pd.DataFrame, k: int) -> dict[str, Any]:
     if scored.empty:
         row.update(pass_rate=math.nan, pass_rate_se=math.nan, ci_low=math.nan, ci_high=math.nan)
         row.update({"problems": 0, "solved": 0, f"pass@{k}": math.nan, f"pass^{k}": math.nan})
+        row[f"pass@{k}_problems"] = 0
         return row
     row["pass_rate"] = row["passed"] / len(scored)
     row["pass_rate_se"] = mean_se(scored["passed"].astype(float).to_numpy())[1]
@@ -84,6 +86,8 @@ def _rate_stats(group: pd.DataFrame, k: int) -> dict[str, Any]:
         vals = [fn(int(n), int(c), k) for c, n in zip(per["sum"], per["size"], strict=True)]
         finite = [v for v in vals if not math.isnan(v)]
         row[name] = sum(finite) / len(finite) if finite else math.nan
+    # Problems with fewer than k scored trials have no estimate: say how many are covered.
+    row[f"pass@{k}_problems"] = int((per["size"] >= k).sum())
     return row
 
 
@@ -204,7 +208,9 @@ def display_rows(summary: pd.DataFrame, k: int = 1) -> tuple[list[str], list[lis
         rate = r["pass_rate"]
         se = r.get("pass_rate_se")
         row.append("–" if _isnan(rate) else f"{rate:.3f} ± {se:.3f}")
-        row += [interval(r), fmt(r.get(f"pass@{k}")), fmt(r.get(f"pass^{k}"))]
+        covered, problems = r.get(f"pass@{k}_problems"), r.get("problems")
+        note = f" ({covered}/{problems})" if covered is not None and covered != problems else ""
+        row += [interval(r), fmt(r.get(f"pass@{k}")) + note, fmt(r.get(f"pass^{k}")) + note]
         row += [
             fmt(r.get("setup_mean"), 2),
             fmt(r.get("agent_mean"), 2),
