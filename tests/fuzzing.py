@@ -2,9 +2,9 @@
 
 By default every suite runs a bounded number of examples, derandomized: the same examples on
 every machine, so a red CI replays exactly. ``ITBENCH_FUZZ=N`` explores instead: N times the
-examples, from random seeds, with failing examples kept in ``.hypothesis/`` and replayed first
-on the next run (``--hypothesis-seed=S`` repeats one random run; a failure also prints a
-``@reproduce_failure`` line)::
+examples, from random seeds (``--hypothesis-seed=S`` fixes one), with failing examples kept in
+``.hypothesis/`` and replayed first on the next run; a failure also prints a
+``@reproduce_failure`` line that replays it::
 
     ITBENCH_FUZZ=50 .venv/bin/python -m pytest tests -k fuzz
 """
