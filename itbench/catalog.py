@@ -460,6 +460,9 @@ class ScenarioLoader:
                     fld = _field_of(dict(err))
                     if not (unknown and fld.split(".")[0] == "task_types"):
                         problems.append(error(fld, err["msg"], sid))
+            except Exception as exc:  # a bug of the domain's spec: this file only is rejected
+                reason = f"the {domain_name} domain's spec raised {type(exc).__name__}: {exc}"
+                problems.append(error(None, reason, sid))
             if problems:
                 if len(problems) > MAX_PROBLEMS:
                     more = len(problems) - MAX_PROBLEMS

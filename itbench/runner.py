@@ -585,6 +585,10 @@ class TrialRun:
             self.status = TrialStatus.failed
             self.error = f"invalid submission: {validation_problem(exc, '(submission)')}"
             return None
+        except Exception as exc:  # the agent's doing, never an infrastructure error
+            self.status = TrialStatus.failed
+            self.error = f"invalid submission: {type(exc).__name__}: {exc}"
+            return None
         (self.trial_dir / "submission.json").write_text(
             submission.model_dump_json(indent=2), encoding="utf-8"
         )

@@ -15,7 +15,7 @@ import json
 import re
 import shutil
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +181,14 @@ def _copy(runs: tuple[Path, Path], tmp: Path) -> Path:
     return run
 
 
+@pytest.fixture(scope="module")
+def fresh_run(
+    runs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[], Path]:
+    """A maker of copies of the finished run, one per example."""
+    return lambda: _copy(runs, tmp_path_factory.mktemp("copy"))
+
+
 def _run_id(run: Path) -> str:
     return str(json.loads((run / MANIFEST).read_text())["run_id"])
 
@@ -192,9 +200,9 @@ def _planned(run: Path) -> set[str]:
 @budget(30)
 @given(data=st.data())
 def test_broken_results_are_refused_by_line_and_field_or_resumed_without_loss(
-    bench: Bench, runs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory, data: Any
+    bench: Bench, runs: tuple[Path, Path], fresh_run: Callable[[], Path], data: Any
 ) -> None:
-    run = _copy(runs, tmp_path_factory.mktemp("r"))
+    run = fresh_run()
     original, foreign = _lines(run), _lines(runs[1])
     broken = data.draw(
         st.one_of(broken_results(original, foreign), field_edits(original)), label="results"
@@ -277,9 +285,9 @@ def manifest_edits(draw: st.DrawFn, manifest: dict[str, Any]) -> bytes:
 @budget(20)
 @given(data=st.data())
 def test_a_broken_manifest_or_secret_is_refused_by_file_and_field_and_changes_nothing(
-    bench: Bench, runs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory, data: Any
+    bench: Bench, fresh_run: Callable[[], Path], data: Any
 ) -> None:
-    run = _copy(runs, tmp_path_factory.mktemp("m"))
+    run = fresh_run()
     # A trial or two still to run, so a resume that goes through has something to append.
     lines = _lines(run)
     keep = data.draw(st.integers(len(lines) - 2, len(lines)), label="results kept")

@@ -20,6 +20,7 @@ from conftest import CliFn
 from fuzzing import any_text, budget, deep_json, json_values, names, scalars
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import model_validator
 
 from itbench.bench import Bench
 from itbench.catalog import MAX_PROBLEMS, ScenarioError, ScenarioLoader, scenario_files
@@ -388,6 +389,26 @@ def test_a_catalog_of_broken_files_loads_and_answers_every_query(
         for error in catalog.rejected([pattern]):
             assert isinstance(error, ScenarioError)
         catalog.rejections_of(pattern)
+
+
+def test_a_domain_spec_that_raises_rejects_the_file_not_the_catalog(
+    loader: ScenarioLoader, tmp_path: Path
+) -> None:
+    toy = DOMAINS["toy"]
+
+    class Buggy(toy.spec_model):  # type: ignore[name-defined,misc]
+        @model_validator(mode="before")
+        @classmethod
+        def _bug(cls, data: Any) -> Any:
+            raise KeyError("a bug of the plugin")
+
+    buggy = copy.copy(toy)
+    buggy.spec_model = Buggy
+    path = tmp_path / "x.yaml"
+    path.write_text(_dump(SEEDS["toy"][0]), encoding="utf-8")
+    [error] = ScenarioLoader({"toy": buggy}).load_file(path)
+    assert isinstance(error, ScenarioError) and error.path == path
+    assert error.reason == "the toy domain's spec raised KeyError: 'a bug of the plugin'"
 
 
 BAD_FILES = {

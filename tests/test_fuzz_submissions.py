@@ -10,6 +10,7 @@ anything but a clear error naming the file.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from conftest import CliFn, results
 from fuzzing import budget, deep_json, json_values, names
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import model_validator
 
 from itbench.bench import Bench
 from itbench.command import MAX_FILE, CommandAgent, SubmissionFileError
@@ -104,6 +106,21 @@ def test_submission_objects_built_without_validation_are_checked_too(
     assert trial._check_submission(raw) is None
     assert trial.status is TrialStatus.failed and trial.error
     assert trial.error.startswith(f"invalid submission: field '{field}'"), trial.error
+
+
+def test_a_submission_model_that_raises_fails_the_trial_never_the_harness(runner: Runner) -> None:
+    trial = trial_run(runner, "toy")
+
+    class Buggy(trial.domain.submission_model):  # type: ignore[name-defined,misc]
+        @model_validator(mode="after")
+        def _bug(self) -> Any:
+            raise TypeError("a bug of the plugin")
+
+    trial.domain = copy.copy(trial.domain)
+    trial.domain.submission_model = Buggy
+    assert trial._check_submission({"key": "alpha"}) is None
+    assert trial.status is TrialStatus.failed
+    assert trial.error == "invalid submission: TypeError: a bug of the plugin"
 
 
 files = st.one_of(

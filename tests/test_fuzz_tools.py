@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import pytest
 from click.testing import CliRunner
@@ -128,15 +129,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolServer]:
     box = Toolbox.of(TOOLS, journal_path=tmp_path_factory.mktemp("srv") / "tools.jsonl")
     task = bare_task(box, tmp_path_factory.mktemp("ws"), goal="anything")
     srv = ToolServer(box, task, read_timeout=1.0).start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-def _address(server: ToolServer) -> tuple[str, int]:
-    host, port = server.url.removeprefix("http://").split(":")
-    return host, int(port)
+    yield srv  # stopped after the module's tests, whatever they did
+    srv.stop()
 
 
 @st.composite
@@ -176,7 +170,8 @@ def requests(draw: st.DrawFn, token: str) -> bytes:
 
 
 def _exchange(server: ToolServer, data: bytes) -> bytes:
-    with socket.create_connection(_address(server), timeout=10) as sock:
+    url = urlsplit(server.url)
+    with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
         sock.sendall(data)
         sock.shutdown(socket.SHUT_WR)  # a body shorter than announced ends here, not in 1 s
         chunks = []
