@@ -13,7 +13,7 @@ from itbench.cli.browse import list_cmd, plugins, show
 from itbench.cli.common import EXIT_USAGE
 from itbench.cli.new import new
 from itbench.cli.outputs import docs, report, schema
-from itbench.cli.run import evaluate, validate
+from itbench.cli.run import cleanup, evaluate, validate
 from itbench.cli.tool import tool
 
 
@@ -31,6 +31,7 @@ for _command in (
     report,
     compare,
     leaderboard,
+    cleanup,
     plugins,
     schema,
     docs,
