@@ -6,6 +6,7 @@ import difflib
 import fnmatch
 import hashlib
 import itertools
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,13 @@ _ID_PLACEHOLDER = re.compile(r"\$?\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _UNSAFE = re.compile(r"[^a-z0-9]+")
 #: Top-level ``id:``/``domain:`` lines, read from a file that is not valid YAML.
 _TOP_LEVEL = re.compile(r"^(id|domain):[ \t]*['\"]?([^'\"#\s]+)", re.MULTILINE)
+#: Bounds of one scenario file, aliases and matrix expanded: far above any real scenario, far
+#: below what would take the loader minutes (a few lines of YAML aliases can mean 10**8 values).
+MAX_VALUES = 200_000
+MAX_DEPTH = 100
+MAX_VARIANTS = 1000
+#: Problems reported per variant; the rest are counted.
+MAX_PROBLEMS = 20
 
 
 @dataclass
@@ -215,20 +223,63 @@ def _combinations(matrix: Any) -> list[dict[str, Any]]:
     if isinstance(matrix, dict):
         if not matrix or not all(isinstance(v, list) and v for v in matrix.values()):
             raise ValueError("must map each parameter to a non-empty list of values")
+        _check_names(matrix)
+        count = math.prod(len(v) for v in matrix.values())
+        if count > MAX_VARIANTS:
+            raise ValueError(f"gives {count} variants; at most {MAX_VARIANTS} are allowed")
         keys = list(matrix)
         return [dict(zip(keys, vals, strict=True)) for vals in itertools.product(*matrix.values())]
     if isinstance(matrix, list) and matrix and all(isinstance(m, dict) and m for m in matrix):
+        if len(matrix) > MAX_VARIANTS:
+            raise ValueError(f"gives {len(matrix)} variants; at most {MAX_VARIANTS} are allowed")
+        for m in matrix:
+            _check_names(m)
         return [dict(m) for m in matrix]
     raise ValueError("must be a mapping of parameter -> list, or a non-empty list of mappings")
 
 
-def expand_matrix(doc: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Expand a scenario document's ``matrix`` into ``(document, params)`` variants.
+def _check_names(params: dict[Any, Any]) -> None:
+    bad = [k for k in params if not isinstance(k, str) or not k]
+    if bad:
+        raise ValueError(f"parameter names must be non-empty strings, not {bad[0]!r}")
+
+
+def _measure(doc: Any) -> tuple[int, int]:
+    """How many values a parsed document holds, aliases expanded, and how deep it nests.
+
+    Stops counting past :data:`MAX_VALUES` values or :data:`MAX_DEPTH` levels (either answer
+    is then just over its bound), so measuring stays cheap.
+    """
+    count = deepest = 0
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack and count <= MAX_VALUES and deepest <= MAX_DEPTH:
+        node, depth = stack.pop()
+        count += 1
+        deepest = max(deepest, depth)
+        if isinstance(node, dict):
+            stack += [(v, depth + 1) for v in node.values()]
+        elif isinstance(node, list):
+            stack += [(v, depth + 1) for v in node]
+    return count, deepest
+
+
+def _size_problem(doc: Any) -> str | None:
+    """Why a parsed document is too large or too deep to load (``None`` when it is not)."""
+    count, depth = _measure(doc)
+    if depth > MAX_DEPTH:
+        return f"nested deeper than {MAX_DEPTH} levels"
+    if count > MAX_VALUES:
+        return f"too large: more than {MAX_VALUES} values (aliases expanded)"
+    return None
+
+
+def expand_matrix(doc: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any], str]]:
+    """Expand a scenario document's ``matrix`` into ``(document, params, suffix)`` variants.
 
     A variant's id is the document's ``id:`` with its parameters' values as a suffix
     (``toy/x`` gives ``toy/x-a-1``), unless the ``id:`` is a template naming parameters
-    (``toy/x-{k}`` or ``toy/x-${k}``), which then gives exactly that id (``toy/x-a``). Each
-    variant carries its suffix as ``_suffix`` (empty for a template).
+    (``toy/x-{k}`` or ``toy/x-${k}``), which then gives exactly that id (``toy/x-a``): the
+    suffix is then empty, as it is without a matrix.
 
     Raises:
         IdTemplateError: the ``id:`` template names a parameter the matrix lacks.
@@ -240,17 +291,26 @@ def expand_matrix(doc: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, A
     if matrix is None:
         if template is not None:
             _render_id(template, {})  # raises: a template without a matrix
-        return [(base, {})]
+        return [(base, {}, "")]
+    combinations = _combinations(matrix)
+    values = _measure(base)[0]
+    if values * len(combinations) > MAX_VALUES:
+        raise ValueError(
+            f"gives {len(combinations)} variants of {values} values each; at most "
+            f"{MAX_VALUES} values in all"
+        )
     out = []
-    for params in _combinations(matrix):
+    for params in combinations:
         variant = _substitute(base, params)
+        suffix = ""
         if template is not None:
             variant["id"] = _render_id(template, params)
-            variant["_suffix"] = ""
         else:
-            variant["_suffix"] = _variant_suffix(params.values())
-        variant["params"] = {**base.get("params", {}), **params}
-        out.append((variant, params))
+            suffix = _variant_suffix(params.values())
+        declared = base.get("params", {})
+        # Params that are not a mapping are left for the spec to reject, by their field.
+        variant["params"] = {**declared, **params} if isinstance(declared, dict) else declared
+        out.append((variant, params, suffix))
     return out
 
 
@@ -332,6 +392,11 @@ class ScenarioLoader:
         try:
             with path.open("rb") as fh:
                 doc = yaml.load(fh, Loader=_Loader)  # noqa: S506 - a safe loader
+        except RecursionError:  # the pure-Python loader, on a deeply nested document
+            intended = _intended_id(path, None)
+            return [
+                ScenarioError(path, None, f"nested deeper than {MAX_DEPTH} levels", None, intended)
+            ]
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -347,6 +412,9 @@ class ScenarioLoader:
 
         if not isinstance(doc, dict):
             return [error(None, "must be a YAML mapping of scenario fields")]
+        size = _size_problem(doc)
+        if size is not None:
+            return [error(None, size)]
         domain_name = doc.get("domain")
         if domain_name is None:
             return [error("domain", "missing (which domain plugin runs this scenario)")]
@@ -362,8 +430,7 @@ class ScenarioLoader:
         vocabulary = tuple(domain.task_types)
         out: list[ScenarioSpec | ScenarioError] = []
         ids: set[str] = set()
-        for variant, params in variants:
-            suffix = variant.pop("_suffix", "")
+        for variant, params, suffix in variants:
             base_id = variant.get("id") or f"{domain_name}/{_default_name(path)}"
             if not isinstance(base_id, str):
                 out.append(error("id", "must be a string"))
@@ -394,7 +461,13 @@ class ScenarioLoader:
                     fld = _field_of(dict(err))
                     if not (unknown and fld.split(".")[0] == "task_types"):
                         problems.append(error(fld, err["msg"], sid))
+            except Exception as exc:  # a bug of the domain's spec: this file only is rejected
+                reason = f"the {domain_name} domain's spec raised {type(exc).__name__}: {exc}"
+                problems.append(error(None, reason, sid))
             if problems:
+                if len(problems) > MAX_PROBLEMS:
+                    more = len(problems) - MAX_PROBLEMS
+                    problems[MAX_PROBLEMS:] = [error(None, f"and {more} more problems", sid)]
                 out += problems
                 continue
             spec._source_path = path

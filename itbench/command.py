@@ -54,15 +54,20 @@ def context_ports(context: Any) -> list[int]:
     return sorted({int(p) for p in _LOOPBACK_PORT.findall(text) if 0 < int(p) < 65536})
 
 
+class SubmissionFileError(ValueError):
+    """The agent's ``submission.json`` is there but is not one JSON object (the message says why)."""
+
+
 def read_agent_file(path: Path, limit: int = MAX_FILE) -> bytes | None:
     """Read a file the agent wrote, never following a link and never past ``limit`` bytes."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # before fdopen, which refuses a directory
+        os.close(fd)
+        return None
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         data = fh.read(limit + 1)
     return data if len(data) <= limit else None
 
@@ -218,18 +223,44 @@ class CommandAgent(Agent):
 
     @staticmethod
     def _submission(file: Path, stdout: Path) -> dict[str, Any] | None:
+        """``submission.json``, else the last line of standard output that is a JSON object.
+
+        Raises:
+            SubmissionFileError: ``submission.json`` is there but is not one JSON object.
+        """
         data = read_agent_file(file)
+        if data is None and (file.exists() or file.is_symlink()):
+            raise SubmissionFileError(f"{file.name}: {_unreadable(file)}")
         if data is not None:
             try:
                 parsed = json.loads(data)
-            except ValueError:
-                return None
-            return parsed if isinstance(parsed, dict) else None
-        if file.exists() or file.is_symlink():
-            return None
+            except RecursionError:
+                raise SubmissionFileError(f"{file.name}: JSON nested too deeply") from None
+            except ValueError as exc:
+                raise SubmissionFileError(f"{file.name}: not JSON: {exc}") from None
+            if not isinstance(parsed, dict):
+                raise SubmissionFileError(
+                    f"{file.name}: must be a JSON object, not {type(parsed).__name__}"
+                )
+            return parsed
         for line in reversed(stdout.read_text(errors="replace").splitlines()):
             with contextlib.suppress(ValueError, RecursionError):
                 parsed = json.loads(line)
                 if isinstance(parsed, dict):
                     return parsed
         return None
+
+
+def _unreadable(path: Path) -> str:
+    """Why :func:`read_agent_file` did not read ``path``, which exists."""
+    if path.is_symlink():
+        return "is a symbolic link (links are not followed)"
+    try:
+        info = path.stat()
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror}"
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file"
+    if info.st_size > MAX_FILE:
+        return f"larger than {MAX_FILE} bytes"
+    return "cannot be read"

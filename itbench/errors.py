@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 
 class InfrastructureError(Exception):
     """Setup, injection, readiness or teardown failed: the trial is an ``error``, not a failure."""
@@ -25,3 +27,15 @@ class UsageError(Exception):
 
 class RunDirError(Exception):
     """A run directory that cannot be used (missing or malformed manifest or results)."""
+
+
+def validation_problem(exc: ValidationError, whole: str) -> str:
+    """``field 'a.b': reason`` for the first problem a model found (``whole``: no field).
+
+    How many further problems there are is added, so a fix of the first is not taken for all.
+    """
+    problems = exc.errors()
+    first = problems[0]
+    loc = ".".join(str(p) for p in first["loc"]) or whole
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"field '{loc}': {first['msg']}{more}"

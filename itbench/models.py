@@ -16,6 +16,9 @@ _ID = re.compile(r"[a-z][a-z0-9_-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 _DOMAIN = re.compile(r"[a-z][a-z0-9_-]*")
 
 MetricValue = float | int | bool | None
+#: The longest agent wall-clock limit a scenario or a run may set, in seconds (one day): a
+#: deadline further out is a mistake, and one past what a date can hold would fail every trial.
+MAX_TIME_LIMIT = 86400.0
 
 
 class Complexity(StrEnum):
@@ -72,7 +75,13 @@ class ScenarioSpec(BaseModel):
     tags: list[str] = Field(default_factory=list)
     complexity: Complexity = Complexity.medium
     task_types: list[str] = Field(min_length=1, description="detection, localization, ...")
-    time_limit: float = Field(default=300.0, gt=0, description="Agent wall-clock limit, seconds.")
+    time_limit: float = Field(
+        default=300.0,
+        gt=0,
+        le=MAX_TIME_LIMIT,
+        allow_inf_nan=False,
+        description="Agent wall-clock limit, seconds.",
+    )
     params: dict[str, Any] = Field(
         default_factory=dict, description="Matrix parameters this variant was expanded from."
     )
@@ -158,7 +167,8 @@ class TaskView(BaseModel):
 class Submission(BaseModel):
     """Base of every domain's submission. Agents return one (or ``None`` for nothing)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # A submission is JSON: NaN and infinities are not, and would not survive submission.json.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     notes: str = Field(default="", description="Free text from the agent; never scored.")
 
@@ -285,7 +295,7 @@ class RunConfig(BaseModel):
     complexity: list[Complexity] = Field(default_factory=list)
     trials: int = Field(default=1, ge=1)
     seed: int = 0
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT, allow_inf_nan=False)
     workers: int = Field(default=1, ge=1)
     executor: str = "local"
     sandbox: Literal["bwrap", "none"] = Field(

@@ -28,7 +28,7 @@ from itbench.bench import Bench
 from itbench.catalog import catalog_versions
 from itbench.command import CommandAgent
 from itbench.domain import AnyDomain, Environment, TrialContext
-from itbench.errors import IntegrityError, RunDirError, UsageError
+from itbench.errors import IntegrityError, RunDirError, UsageError, validation_problem
 from itbench.models import (
     Label,
     RunConfig,
@@ -251,7 +251,8 @@ class Runner:
             missing = set(manifest.scenario_ids) - {s.id for s in specs}
             if missing:
                 raise UsageError(
-                    f"scenarios of the run are no longer in the catalog: {', '.join(sorted(missing))}"
+                    f"{self.store.manifest_path}: field 'scenario_ids': scenarios of the run are "
+                    f"no longer in the catalog: {', '.join(sorted(missing))}"
                 )
         else:
             specs = self.select()
@@ -275,6 +276,9 @@ class Runner:
                     f"agent {agent.name!r} does not support domain {t.scenario.domain!r}"
                 )
         if resume:
+            # Everything is checked before the first change: a refused resume changes nothing.
+            self.store.check_plan(manifest, [(t.trial_id, t.seed) for t in trials])
+            done = {r.trial_id for r in self.store.results(manifest)}
             self.store.repair()
         else:
             if self.store.results_path.exists() or self.store.manifest_path.exists():
@@ -282,8 +286,8 @@ class Runner:
             self.secret = self.store.create_secret()
             manifest = self.manifest(trials, specs)
             self.store.write_manifest(manifest)
+            done = set()
         self._record_path = register(self.run_dir, manifest.run_id)
-        done = {r.trial_id for r in self.store.results(manifest)}
         todo = [t for t in trials if t.trial_id not in done]
         if resume:
             self._recover_unfinished(done)
@@ -798,14 +802,17 @@ class TrialRun:
             return None
         model = self.domain.submission_model
         try:
-            if isinstance(raw, model):
-                submission: Submission = raw
-            else:
-                data = raw.model_dump() if isinstance(raw, Submission) else raw
-                submission = model.model_validate(data)
+            # Checked even when it is the model's own: one built without validation may hold
+            # anything, and the evaluator must get what the model describes.
+            data = raw.model_dump(warnings=False) if isinstance(raw, Submission) else raw
+            submission: Submission = model.model_validate(data)
         except ValidationError as exc:
             self.status = TrialStatus.failed
-            self.error = f"invalid submission: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}"
+            self.error = f"invalid submission: {validation_problem(exc, '(submission)')}"
+            return None
+        except Exception as exc:  # the agent's doing, never an infrastructure error
+            self.status = TrialStatus.failed
+            self.error = f"invalid submission: {type(exc).__name__}: {exc}"
             return None
         (self.trial_dir / "submission.json").write_text(
             submission.model_dump_json(indent=2), encoding="utf-8"

@@ -7,13 +7,13 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
 from pydantic import ValidationError
 
-from itbench.errors import RunDirError
+from itbench.errors import RunDirError, validation_problem
 from itbench.models import RunManifest, TrialResult
 
 MANIFEST = "manifest.json"
@@ -120,17 +120,45 @@ class RunStore:
             RunDirError: missing or invalid.
         """
         try:
-            text = self.manifest_path.read_text(encoding="utf-8")
+            data = self.manifest_path.read_bytes()
         except FileNotFoundError:
             raise RunDirError(f"{self.manifest_path}: not found (not a run directory?)") from None
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
             raise RunDirError(f"{self.manifest_path}: cannot be read: {_reason(exc)}") from None
         try:
-            return RunManifest.model_validate_json(text)
+            return RunManifest.model_validate_json(data)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"]) or "(document)"
-            raise RunDirError(f"{self.manifest_path}: field '{loc}': {err['msg']}") from None
+            problem = validation_problem(exc, "(document)")
+            raise RunDirError(f"{self.manifest_path}: {problem}") from None
+
+    def check_plan(self, manifest: RunManifest, planned: Sequence[tuple[str, int]]) -> None:
+        """Check that the manifest records exactly the planned ``(trial id, seed)`` pairs.
+
+        A resumed run plans its trials again from the manifest's config and scenario ids;
+        results of trials the manifest does not hold, or of one trial planned twice, would make
+        the whole results file unreadable afterwards.
+
+        Raises:
+            RunDirError: a trial planned twice, a planned trial the manifest lacks or seeds
+                otherwise, or a recorded trial the plan does not hold.
+        """
+        seeds = dict(planned)
+        if len(seeds) < len(planned):
+            twice = next(t for i, (t, _) in enumerate(planned) if t in dict(planned[:i]))
+            raise RunDirError(
+                f"{self.manifest_path}: field 'scenario_ids': plans trial {twice!r} twice "
+                "(a scenario listed twice)"
+            )
+        if manifest.seeds == seeds:
+            return
+        lacks = sorted(t for t in seeds if manifest.seeds.get(t) != seeds[t])
+        extra = sorted(t for t in manifest.seeds if t not in seeds)
+        found = [f"{len(lacks)} planned trial(s) it lacks or seeds otherwise"] if lacks else []
+        found += [f"{len(extra)} trial(s) the plan does not hold"] if extra else []
+        raise RunDirError(
+            f"{self.manifest_path}: field 'seeds': not the trials its config plans: "
+            f"{' and '.join(found)} (such as {(lacks or extra)[0]!r})"
+        )
 
     def repair(self) -> None:
         """Cut a torn final line left by a killed process."""
@@ -185,11 +213,8 @@ class RunStore:
                 try:
                     result = TrialResult.model_validate_json(raw)
                 except ValidationError as exc:
-                    err = exc.errors()[0]
-                    loc = ".".join(str(p) for p in err["loc"]) or "(line)"
-                    raise RunDirError(
-                        f"{self.results_path}:{number}: field '{loc}': {err['msg']}"
-                    ) from None
+                    problem = validation_problem(exc, "(line)")
+                    raise RunDirError(f"{self.results_path}:{number}: {problem}") from None
                 where = f"{self.results_path}:{number}: field 'trial_id'"
                 if result.trial_id in seen:
                     raise RunDirError(f"{where}: trial {result.trial_id!r} is recorded twice")

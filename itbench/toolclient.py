@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -69,7 +70,12 @@ class ToolClient:
         return cls(url, token)
 
     def _request(self, path: str, payload: Any = None) -> Any:
-        data = None if payload is None else json.dumps(payload).encode()
+        try:
+            data = None if payload is None else json.dumps(payload, allow_nan=False).encode()
+        except RecursionError:
+            raise self.error("the request nests too deeply to be sent") from None
+        except ValueError as exc:  # NaN or an infinity
+            raise self.error(f"the request is not JSON: {exc}") from None
         req = urllib.request.Request(
             self.url + path, data=data, method="GET" if data is None else "POST"
         )
@@ -177,7 +183,9 @@ def split_arguments(
     extra: dict[str, Any] = {}
     if args_json:
         try:
-            extra = json.loads(args_json)
+            extra = _standard_json(args_json)
+        except RecursionError:
+            raise UsageProblem("--args-json: nested too deeply") from None
         except ValueError as exc:
             raise UsageProblem(f"--args-json: {exc}") from None
         if not isinstance(extra, dict):
@@ -209,16 +217,33 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite(text: str) -> float:
+    """A number literal as a float; ``ValueError`` past the largest float (``1e999``)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of the range of a number")
+    return value
+
+
+def _standard_json(text: str) -> Any:
+    """Standard JSON: no ``NaN`` or ``Infinity``, nor a number that would become one."""
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
+
+
 def _strict_json(raw: str) -> Any:
-    """``raw`` parsed as standard JSON (no ``NaN`` or ``Infinity``), else ``_NOT_JSON``."""
+    """``raw`` parsed as standard JSON (see :func:`_standard_json`), else ``_NOT_JSON``."""
     try:
-        return json.loads(raw, parse_constant=_reject_constant)
+        return _standard_json(raw)
     except (ValueError, RecursionError):
         return _NOT_JSON
 
 
 def _convert(raw: str, kind: str, kinds: Sequence[str]) -> Any:
-    """``raw`` as JSON-schema type ``kind`` (one of ``kinds``), or ``_NO_VALUE``."""
+    """``raw`` as JSON-schema type ``kind`` (one of ``kinds``), or ``_NO_VALUE``.
+
+    Raises:
+        ArgumentProblem: ``raw`` is of the kind but cannot be a value (too many digits).
+    """
     text = raw.strip()
     if kind == "string":
         return raw
@@ -228,12 +253,21 @@ def _convert(raw: str, kind: str, kinds: Sequence[str]) -> Any:
     if kind == "null":
         # An empty value is null only where it cannot be the empty string.
         return None if text == "null" or (text == "" and "string" not in kinds) else _NO_VALUE
+    if kind in ("integer", "number") and _INTEGER.fullmatch(text):
+        digits = len(text.lstrip("-"))
+        limit = getattr(sys, "get_int_max_str_digits", int)()  # 0: no limit
+        if limit and digits > limit:
+            raise ArgumentProblem(f"{digits} digits, more than an integer may have ({limit})")
+        return int(text)
     if kind == "integer":
-        return int(text) if _INTEGER.fullmatch(text) else _NO_VALUE
+        return _NO_VALUE
+    if kind == "number" and _NUMBER.fullmatch(text):
+        try:
+            return _finite(text)
+        except ValueError as exc:
+            raise ArgumentProblem(str(exc)) from None
     if kind == "number":
-        if _INTEGER.fullmatch(text):
-            return int(text)
-        return float(text) if _NUMBER.fullmatch(text) else _NO_VALUE
+        return _NO_VALUE
     value = _strict_json(raw)
     wanted = {"array": list, "object": dict}[kind]
     return value if isinstance(value, wanted) else _NO_VALUE
@@ -322,7 +356,14 @@ def typed_arguments(
             out[key] = raw if value is _NOT_JSON else value
             continue
         for kind in kinds:
-            value = _convert(raw, kind, kinds)
+            try:
+                value = _convert(raw, kind, kinds)
+            except ArgumentProblem as exc:
+                if "string" in kinds:
+                    continue  # kept as the string given
+                raise ArgumentProblem(
+                    f"invalid arguments for {tool}: parameter {key!r} expects {_WORDS[kind]}: {exc}"
+                ) from None
             if value is not _NO_VALUE:
                 out[key] = value
                 break

@@ -63,7 +63,9 @@ class Tool:
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[pname] = (annotation, default)
         tool_name = name or func.__name__
-        model = create_model(f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields)
+        # Arguments are JSON (from agents over HTTP too): NaN and infinities are no numbers.
+        config = ConfigDict(extra="forbid", allow_inf_nan=False)
+        model = create_model(f"{tool_name}_args", __config__=config, **fields)
         doc = description or (inspect.getdoc(func) or tool_name).split("\n\n")[0]
         return cls(name=tool_name, description=doc, func=func, args_model=model, action=action)
 

@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fuzzing import load_profile
+
+load_profile()  # before any test module builds its hypothesis settings
 
 PLUGINS = Path(__file__).parent / "plugins"
 ITBENCH = [sys.executable, "-m", "itbench.cli"]

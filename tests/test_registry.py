@@ -39,7 +39,7 @@ def test_matrix_mapping_is_a_cartesian_product_with_typed_placeholders() -> None
         "matrix": {"k": ["a", "b"], "n": [1, 2]},
     }
     variants = expand_matrix(doc)
-    assert [v["_suffix"] for v, _ in variants] == ["a-1", "a-2", "b-1", "b-2"]
+    assert [suffix for _, _, suffix in variants] == ["a-1", "a-2", "b-1", "b-2"]
     first = variants[0][0]
     assert first["n"] == 1 and first["t"] == "key a n=1" and first["params"] == {"k": "a", "n": 1}
 
