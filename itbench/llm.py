@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from itbench.agents import Agent, AgentContext
 from itbench.chat import ChatClient, LlmError, LlmSettings
 from itbench.errors import ToolError
+from itbench.mcpserver import object_schema
 from itbench.models import Submission, TaskView, ToolSpec
 from itbench.prompts import system_prompt, task_message
 from itbench.redact import Redactor
@@ -110,7 +111,7 @@ def _function_calls(message: Any) -> list[tuple[str | None, str, str]]:
 
 def function(spec: ToolSpec, name: str | None = None) -> dict[str, Any]:
     """A tool as a Chat Completions function definition."""
-    parameters = spec.parameters or {"type": "object", "properties": {}}
+    parameters = object_schema(spec.parameters or {"properties": {}})
     return {
         "type": "function",
         "function": {

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
+import logging
 import secrets
 import socket
 import threading
@@ -48,6 +49,20 @@ PATH = "/mcp"
 #: Seconds the server may take to start and to stop.
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 5.0
+
+
+def object_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's parameters as an object schema (MCP and function calling require ``type``)."""
+    return schema if schema.get("type") == "object" else {**schema, "type": "object"}
+
+
+def quiet_sdk() -> None:
+    """Keep the SDK's and the web server's log lines off the harness's output."""
+    for name in ("mcp", "uvicorn", "uvicorn.error", "uvicorn.access"):
+        sdk = logging.getLogger(name)
+        sdk.propagate = False
+        if not sdk.handlers:
+            sdk.addHandler(logging.NullHandler())
 
 
 class _TokenGuard:
@@ -106,6 +121,10 @@ class McpServer:
         self.steps = steps if steps is not None else []
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Inherited by accepted connections: the server writes an answer's head and body
+        # separately, and with Nagle's algorithm the body waits for the client's delayed ACK
+        # (about 40 ms per call on loopback).
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock.bind(("127.0.0.1", 0))
         self.port: int = self._sock.getsockname()[1]
         self._uvicorn: uvicorn.Server | None = None
@@ -151,7 +170,9 @@ class McpServer:
         specs = [*self.toolbox.specs(), self.submitter.spec()]
         return types.ListToolsResult(
             tools=[
-                types.Tool(name=s.name, description=s.description, input_schema=s.parameters)
+                types.Tool(
+                    name=s.name, description=s.description, input_schema=object_schema(s.parameters)
+                )
                 for s in specs
             ]
         )
@@ -201,6 +222,7 @@ class McpServer:
         """
         import uvicorn
 
+        quiet_sdk()
         app = _TokenGuard(self._server().streamable_http_app(json_response=True), self.token)
         config = uvicorn.Config(
             app,

@@ -8,6 +8,7 @@ import click
 from pydantic import ValidationError
 
 from itbench import __version__, console
+from itbench.cli.agents import export, mcp, trajectory
 from itbench.cli.browse import list_cmd, plugins, show
 from itbench.cli.common import EXIT_USAGE
 from itbench.cli.new import new
@@ -22,7 +23,21 @@ def cli() -> None:
     """itbench: benchmark AI agents on real IT work (SRE, compliance, FinOps)."""
 
 
-for _command in (list_cmd, show, evaluate, validate, report, plugins, schema, docs, new, tool):
+for _command in (
+    list_cmd,
+    show,
+    evaluate,
+    validate,
+    report,
+    plugins,
+    schema,
+    docs,
+    new,
+    tool,
+    trajectory,
+    export,
+    mcp,
+):
     cli.add_command(_command)
 
 
