@@ -11,10 +11,13 @@ from __future__ import annotations
 from itbench import netbridge
 from itbench.agents import Agent, AgentContext, AgentSpec
 from itbench.aws_endpoint import AwsEndpoint
+from itbench.chat import LlmError, LlmSettings
+from itbench.chat import configure as configure_llm
 from itbench.command import CommandAgent
 from itbench.domain import Domain, Environment, TrialContext
 from itbench.errors import InfrastructureError, IntegrityError, ToolError, UsageError
 from itbench.executors import Executor, ExecutorSpec
+from itbench.llm import LlmAgent, Report, ToolLoop
 from itbench.markers import hookimpl
 from itbench.models import (
     AgentOutput,
@@ -45,6 +48,7 @@ from itbench.process import (
 )
 from itbench.reporting.reporters import ReporterSpec
 from itbench.tools import Tool, Toolbox, ToolCall
+from itbench.trajectory import EventStep, MessageStep, ToolStep, Trajectory
 
 __version__ = "0.1.0"
 
@@ -60,14 +64,20 @@ __all__ = [
     "Domain",
     "Environment",
     "Evaluation",
+    "EventStep",
     "Executor",
     "ExecutorSpec",
     "InfrastructureError",
     "IntegrityError",
     "Label",
+    "LlmAgent",
+    "LlmError",
+    "LlmSettings",
     "ManagedProcess",
+    "MessageStep",
     "OptionSpec",
     "PlannedTrial",
+    "Report",
     "ReporterSpec",
     "RunManifest",
     "ScenarioSpec",
@@ -76,14 +86,18 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolError",
+    "ToolLoop",
     "ToolSpec",
+    "ToolStep",
     "Toolbox",
     "TrialContext",
     "TrialResult",
     "TrialStatus",
+    "Trajectory",
     "Usage",
     "UsageError",
     "__version__",
+    "configure_llm",
     "forget_pid",
     "hookimpl",
     "netbridge",
