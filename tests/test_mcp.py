@@ -22,7 +22,6 @@ import pytest
 from conftest import ITBENCH, CliFn, _env, results
 from packaging.requirements import Requirement
 
-from itbench.errors import ToolError
 from itbench.mcpserver import McpServer
 from itbench.models import Submission
 from itbench.redact import Redactor
@@ -54,7 +53,11 @@ def _closure(name: str, found: dict[str, md.Distribution]) -> dict[str, md.Distr
 def mcp_agent_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory with the MCP client agent and, in ``lib/``, the official SDK it imports."""
     if subprocess.run(
-        ["/usr/bin/python3", "-c", f"import sys; sys.exit(sys.version_info[:2] != {sys.version_info[:2]!r})"]
+        [
+            "/usr/bin/python3",
+            "-c",
+            f"import sys; sys.exit(sys.version_info[:2] != {sys.version_info[:2]!r})",
+        ]
     ).returncode:
         pytest.skip("the system python3 is another version than the test's: the SDK cannot be lent")
     root = tmp_path_factory.mktemp("mcp-agent")
@@ -83,7 +86,9 @@ def endpoint(tmp_path: Path) -> Iterator[tuple[McpServer, Submitter]]:
         return {"key": key, "value": 1}
 
     toolbox = Toolbox.of([Tool.from_function(read)])
-    task = bare_task(toolbox, tmp_path, goal="Find the key.", output_schema=Answer.model_json_schema())
+    task = bare_task(
+        toolbox, tmp_path, goal="Find the key.", output_schema=Answer.model_json_schema()
+    )
     submitter = Submitter(Answer, Answer.model_json_schema(), set(toolbox.tools))
     server = McpServer(toolbox, task, submitter, Redactor([secret_dir])).start()
     try:
@@ -114,7 +119,10 @@ def _check(seen: dict[str, Any], submitter: Submitter) -> None:
     assert seen["ok"] == {"key": "a", "value": 1}
     assert seen["broken"][0] and "<hidden>/trials/abc" in seen["broken"][1]
     assert "secret-run" not in seen["broken"][1]
-    assert seen["refused"] == (True, "submission refused: key: Input should be a valid string. Fix it and call submit again.")
+    assert seen["refused"] == (
+        True,
+        "submission refused: key: Input should be a valid string. Fix it and call submit again.",
+    )
     assert seen["accepted"] == (False, "submission accepted")
     assert submitter.accepted is not None and submitter.accepted.key == "a"
 
@@ -160,7 +168,9 @@ def test_requests_without_the_token_are_refused(endpoint: tuple[McpServer, Submi
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}).encode()
     for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": server.token}):
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-        conn.request("POST", "/mcp", body=body, headers={"Content-Type": "application/json", **auth})
+        conn.request(
+            "POST", "/mcp", body=body, headers={"Content-Type": "application/json", **auth}
+        )
         answer = conn.getresponse()
         assert answer.status == 401 and b"missing or wrong token" in answer.read()
         conn.close()
@@ -194,12 +204,17 @@ def test_a_coding_agent_completes_a_trial_over_mcp_in_the_sandbox(
     assert seen["transport"] == transport
     assert seen["tools"] == ["kubectl_get", "evaluate_policy", "submit"]
     assert seen["pods"] > 0 and "hostNetwork" in seen["instructions"]
-    assert seen["refused"][0] is True and "policy: Input should be a valid string" in seen["refused"][1]
+    assert (
+        seen["refused"][0] is True
+        and "policy: Input should be a valid string" in seen["refused"][1]
+    )
     assert seen["accepted"] == [False, "submission accepted"]
     config = json.loads((tmp_path / "run" / "workspaces" / row["handle"] / ".mcp.json").read_text())
     entry = config["mcpServers"]["itbench"]
     if transport == "http":
-        assert entry["url"].startswith("http://127.0.0.1:") and entry["headers"]["Authorization"].startswith("Bearer ")
+        assert entry["url"].startswith("http://127.0.0.1:") and entry["headers"][
+            "Authorization"
+        ].startswith("Bearer ")
     else:
         assert entry["args"] == ["/opt/itbench/mcpbridge.py"] and "ITBENCH_MCP_URL" in entry["env"]
     trajectory = json.loads((trial / "trajectory.json").read_text())
@@ -207,7 +222,9 @@ def test_a_coding_agent_completes_a_trial_over_mcp_in_the_sandbox(
     assert kinds == [("tool", "kubectl_get"), ("event", "submit_rejected"), ("event", "submit")]
 
 
-def test_a_person_drives_a_waiting_trial_with_itbench_mcp(itbench: CliFn, tmp_path: Path, plugin_site: Path) -> None:
+def test_a_person_drives_a_waiting_trial_with_itbench_mcp(
+    itbench: CliFn, tmp_path: Path, plugin_site: Path
+) -> None:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
@@ -231,7 +248,9 @@ def test_a_person_drives_a_waiting_trial_with_itbench_mcp(itbench: CliFn, tmp_pa
         info = shown.json()
         assert isinstance(info, dict) and info["url"].startswith("http://127.0.0.1:")
         bridge = StdioServerParameters(
-            command=sys.executable, args=["-m", "itbench.cli", "mcp", "--trial-dir", info["trial_dir"]], env=env
+            command=sys.executable,
+            args=["-m", "itbench.cli", "mcp", "--trial-dir", info["trial_dir"]],
+            env=env,
         )
 
         async def go() -> list[str]:

@@ -122,7 +122,9 @@ class StratusAgent(LlmAgent):
         alerts = toolbox.call("alerts")
         processes = toolbox.call("processes")
         return Health(
-            alerts={json.dumps([a.get("name"), a.get("labels", {})], sort_keys=True) for a in alerts},
+            alerts={
+                json.dumps([a.get("name"), a.get("labels", {})], sort_keys=True) for a in alerts
+            },
             down={p["name"] for p in processes if p.get("state") != "RUNNING"},
         )
 
@@ -187,8 +189,12 @@ class StratusAgent(LlmAgent):
         submitter = self.submitter(task, toolbox)
         self.metrics.update(attempts=0, undos=0, regressions=0, mitigated=False)
         try:
-            detection = Report("report_detection", "Report whether there is an incident.", DETECTION_REPORT)
-            loop.run(self.stage(task, DETECTION, detection.name), observe, detection, self.stage_steps)
+            detection = Report(
+                "report_detection", "Report whether there is an incident.", DETECTION_REPORT
+            )
+            loop.run(
+                self.stage(task, DETECTION, detection.name), observe, detection, self.stage_steps
+            )
             incident = bool((detection.value or {}).get("incident", True))
             found = json.dumps(detection.value or {})
             text = DIAGNOSIS.format(finish=submitter.name) + f" Detection found: {found}"
@@ -199,7 +205,9 @@ class StratusAgent(LlmAgent):
             self.metrics["model_responses"] = loop.responses
         return submitter.accepted
 
-    def mitigate(self, task: TaskView, toolbox: Toolbox, loop: ToolLoop, diagnosis: Submission) -> None:
+    def mitigate(
+        self, task: TaskView, toolbox: Toolbox, loop: ToolLoop, diagnosis: Submission
+    ) -> None:
         """Mitigation attempts, each validated and undone when it fails."""
         tried: list[str] = []
         act = [t for t in task.tools if t.name != "undo"]
@@ -208,16 +216,24 @@ class StratusAgent(LlmAgent):
             since = len(toolbox.calls)
             self.metrics["attempts"] = attempt
             report = Report("report_mitigation", "Report what you changed.", MITIGATION_REPORT)
-            text = MITIGATION + f" Your diagnosis: {diagnosis.model_dump_json(exclude_defaults=True)}."
+            text = (
+                MITIGATION + f" Your diagnosis: {diagnosis.model_dump_json(exclude_defaults=True)}."
+            )
             if tried:
                 text += " These attempts failed validation and were undone: " + "; ".join(tried)
             loop.run(self.stage(task, text, report.name), act, report, self.stage_steps)
-            actions = [f"{c.tool}({json.dumps(c.arguments)})" for c in toolbox.calls[since:] if c.ok and toolbox.tools[c.tool].action]
+            actions = [
+                f"{c.tool}({json.dumps(c.arguments)})"
+                for c in toolbox.calls[since:]
+                if c.ok and toolbox.tools[c.tool].action
+            ]
             if self.validate(toolbox, before):
                 self.metrics["mitigated"] = True
                 self.steps.append(EventStep(name="validated", detail={"attempt": attempt}))
                 return
-            self.steps.append(EventStep(name="validation_failed", detail={"attempt": attempt, "actions": actions}))
+            self.steps.append(
+                EventStep(name="validation_failed", detail={"attempt": attempt, "actions": actions})
+            )
             undone = self.rollback(toolbox, since)
             self.metrics["undos"] = int(self.metrics["undos"] or 0) + undone
             if self.regressed(toolbox, before):

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from itbench_stratus.agent import StratusAgent, configure
-
 from itbench import AgentSpec, hookimpl
+from itbench_stratus.agent import StratusAgent, configure
 
 
 @hookimpl

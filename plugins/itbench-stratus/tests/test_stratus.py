@@ -28,8 +28,14 @@ ANSWER = {
 
 def test_a_wrong_first_mitigation_is_undone_and_the_second_succeeds(tmp_path: Path) -> None:
     attempts = [
-        [Reply([Call("scale", {"service": "catalog", "replicas": 2})]), Reply([Call("report_mitigation", {"summary": "more catalog"})])],
-        [Reply([Call("rollback", {"service": "cart"})]), Reply([Call("report_mitigation", {"summary": "rolled back cart"})])],
+        [
+            Reply([Call("scale", {"service": "catalog", "replicas": 2})]),
+            Reply([Call("report_mitigation", {"summary": "more catalog"})]),
+        ],
+        [
+            Reply([Call("rollback", {"service": "cart"})]),
+            Reply([Call("report_mitigation", {"summary": "rolled back cart"})]),
+        ],
     ]
     stages: list[str] = []
 
@@ -38,7 +44,9 @@ def test_a_wrong_first_mitigation_is_undone_and_the_second_succeeds(tmp_path: Pa
             stages.append("detection")
             return [
                 Reply([Call("alerts", {})]),
-                Reply([Call("report_detection", {"incident": True, "evidence": "error rate alert"})]),
+                Reply(
+                    [Call("report_detection", {"incident": True, "evidence": "error rate alert"})]
+                ),
             ]
         if "report_mitigation" in conv.tools:
             stages.append("mitigation")
@@ -97,6 +105,10 @@ def test_bad_stratus_options_are_refused_before_any_trial(tmp_path: Path) -> Non
             "stratus",
             [SCENARIO],
             tmp_path / "run",
-            options={"llm_model": "m", "llm_base_url": "http://127.0.0.1:9/v1", "stratus_attempts": 0},
+            options={
+                "llm_model": "m",
+                "llm_base_url": "http://127.0.0.1:9/v1",
+                "stratus_attempts": 0,
+            },
         )
     assert not (tmp_path / "run" / "results.jsonl").exists()
