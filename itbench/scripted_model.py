@@ -3,8 +3,9 @@
 A model API is outside the machine, so tests of model-driven agents need a stand-in: this is a
 real HTTP server on 127.0.0.1 answering ``POST /v1/chat/completions`` as the protocol says
 (tool calls, usage fields, error statuses), from scripts the test writes. Each conversation
-(told apart by its opening system and user messages) gets its own script, chosen by the test's
-``pick`` function from the first request; each step of a script answers one request:
+gets its own script, chosen by the test's ``pick`` function from its first request; a request
+continues the conversation whose messages so far (with the server's last answer) it extends,
+so trials with the same opening are told apart. Each step of a script answers one request:
 
 - :class:`Reply`: a message with tool calls (:class:`Call`; raw argument text allowed, to play
   a malformed call) and/or text, with its usage;
@@ -19,7 +20,6 @@ the test to inspect.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import threading
@@ -104,9 +104,15 @@ Step = Reply | Fail | Callable[[Conversation], Reply | Fail]
 Pick = Callable[[Conversation], Sequence[Step]]
 
 
-def _key(messages: list[dict[str, Any]]) -> str:
-    opening = [m for m in messages[:2] if m.get("role") in ("system", "user")]
-    return hashlib.sha256(json.dumps(opening, sort_keys=True).encode()).hexdigest()
+Said = tuple[str, str, tuple[str, ...], str]
+
+
+def _said(message: dict[str, Any]) -> Said:
+    """What identifies a message within a conversation."""
+    calls = tuple(str(c.get("id")) for c in message.get("tool_calls") or [])
+    content = message.get("content")
+    text = content if isinstance(content, str) else json.dumps(content)
+    return (str(message.get("role")), text, calls, str(message.get("tool_call_id") or ""))
 
 
 def _protocol_problem(messages: Any) -> str | None:
@@ -141,7 +147,8 @@ class ScriptedModel:
         self.pick = pick
         self.requests: list[dict[str, Any]] = []
         self.answered: list[Reply | Fail] = []
-        self._scripts: dict[str, list[Step]] = {}
+        #: Per conversation: the messages a next request starts with, and what is left of its script.
+        self._conversations: list[tuple[list[Said], list[Step]]] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         owner = self
@@ -200,16 +207,24 @@ class ScriptedModel:
         if problem is not None:
             return 400, {}, self._error(400, problem, "invalid_request_error")
         conversation = Conversation(body)
+        said = [_said(m) for m in conversation.messages]
         with self._lock:
             self.requests.append(body)
-            key = _key(conversation.messages)
-            if key not in self._scripts:
-                self._scripts[key] = list(self.pick(conversation))
-            script = self._scripts[key]
+            index = self._continued(said)
+            if index is None:
+                self._conversations.append((said, list(self.pick(conversation))))
+                index = len(self._conversations) - 1
+            script = self._conversations[index][1]
             step: Step = script.pop(0) if script else Reply(content="(the script has ended)")
         reply = step(conversation) if callable(step) else step
         with self._lock:
             self.answered.append(reply)
+            if isinstance(reply, Fail):
+                self._conversations[index] = (said, script)
+            else:
+                completion = self._completion(body["model"], reply)
+                answer = _said(completion["choices"][0]["message"])
+                self._conversations[index] = ([*said, answer], script)
         if isinstance(reply, Fail):
             headers = {} if reply.retry_after is None else {"Retry-After": f"{reply.retry_after:g}"}
             return (
@@ -217,7 +232,16 @@ class ScriptedModel:
                 headers,
                 self._error(reply.status, reply.message, "rate_limit_error"),
             )
-        return 200, {}, self._completion(body["model"], reply)
+        return 200, {}, completion
+
+    def _continued(self, said: list[Said]) -> int | None:
+        """The conversation whose messages a request extends the most (``None``: a new one)."""
+        best: int | None = None
+        for i, (prefix, _) in enumerate(self._conversations):
+            extends = len(prefix) <= len(said) and said[: len(prefix)] == prefix
+            if extends and (best is None or len(prefix) > len(self._conversations[best][0])):
+                best = i
+        return best
 
     def _completion(self, model: str, reply: Reply) -> dict[str, Any]:
         n = next(self._ids)
