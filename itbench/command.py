@@ -9,7 +9,9 @@ output that parses as a JSON object. It may write ``usage.json`` (``input_tokens
 
 By default it runs in the namespace sandbox of :mod:`itbench.sandbox`: an unprivileged uid,
 its workspace, its own program's directory (``--option agent_dir=DIR``, or the directory of the
-command's first argument that is a file) and a read-only system, nothing of the harness. With
+command's first argument that is a file) and a read-only system, nothing of the harness. Its
+network reaches the tool server, the loopback endpoints of the task context and the ports of
+``--option agent_ports=P[,P...]`` (a local model server, or a proxy to a hosted model API). With
 ``--sandbox none`` it runs as the harness does, for debugging, and its results are labelled
 ``unsandboxed``. Either way its standard output and error are kept up to
 :data:`OUTPUT_CAP` bytes each (``--option agent_output_cap=BYTES``) in the trial directory, and
@@ -52,6 +54,7 @@ from itbench.toolserver import ToolServer
 COMMAND_OPTION = "agent_command"
 AGENT_DIR_OPTION = "agent_dir"
 OUTPUT_CAP_OPTION = "agent_output_cap"
+PORTS_OPTION = "agent_ports"
 MCP_OPTION = "mcp"
 MCP_TRANSPORT_OPTION = "mcp_transport"
 #: The MCP client configuration written into the workspace with ``--mcp``.
@@ -69,6 +72,40 @@ def context_ports(context: Any) -> list[int]:
     """TCP ports of loopback endpoints named anywhere in a task context."""
     text = json.dumps(context, default=str)
     return sorted({int(p) for p in _LOOPBACK_PORT.findall(text) if 0 < int(p) < 65536})
+
+
+def extra_ports(value: Any) -> list[int]:
+    """The ports of ``--option agent_ports=P[,P...]`` (a local model server, an API proxy).
+
+    Raises:
+        ValueError: a port that is not a number from 1 to 65535.
+    """
+    if value is None or value == "":
+        return []
+    words = [str(value)] if isinstance(value, int) else str(value).split(",")
+    ports = []
+    for word in words:
+        word = word.strip()
+        if not word.isdigit() or not 0 < int(word) < 65536:
+            raise ValueError(f"option {PORTS_OPTION}: {word!r} is not a TCP port (1-65535)")
+        ports.append(int(word))
+    return ports
+
+
+def configure(options: dict[str, Any]) -> dict[str, Any]:
+    """Check the command agent's options once per run (see :attr:`AgentSpec.configure`).
+
+    Raises:
+        ValueError: a wrong ``agent_ports``, ``mcp_transport`` or ``agent_output_cap``.
+    """
+    extra_ports(options.get(PORTS_OPTION))
+    transport = options.get(MCP_TRANSPORT_OPTION, "http")
+    if transport not in ("http", "stdio"):
+        raise ValueError(f"option {MCP_TRANSPORT_OPTION}: {transport!r} is not http or stdio")
+    cap = options.get(OUTPUT_CAP_OPTION, OUTPUT_CAP)
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+        raise ValueError(f"option {OUTPUT_CAP_OPTION}: {cap!r} is not a number of bytes")
+    return dict(options)
 
 
 def read_agent_file(path: Path, limit: int = MAX_FILE) -> bytes | None:
@@ -138,6 +175,7 @@ class CommandAgent(Agent):
         raw_dir = ctx.options.get(AGENT_DIR_OPTION)
         self.agent_dir = Path(raw_dir).resolve() if raw_dir else agent_dir_for(self.argv)
         self.cap = int(ctx.options.get(OUTPUT_CAP_OPTION, OUTPUT_CAP))
+        self.extra_ports = extra_ports(ctx.options.get(PORTS_OPTION))
         if not self.sandboxed:
             self.argv = [str(self.files.get(a, a)) for a in self.argv]
 
@@ -181,6 +219,7 @@ class CommandAgent(Agent):
         popen: dict[str, Any] = {}
         try:
             ports = [int(server.url.rsplit(":", 1)[1]), *context_ports(task.context)]
+            ports += self.extra_ports
             if self.mcp:
                 mcp, submitter = self._serve_mcp(task, toolbox, server.token)
                 variables.update(mcp.env())

@@ -11,6 +11,7 @@ from itbench import leakprobe
 from itbench.agents import Agent, AgentContext, AgentSpec, BaselineAgent, NoopAgent, OracleAgent
 from itbench.chat import configure as configure_llm
 from itbench.command import MCP_OPTION, CommandAgent
+from itbench.command import configure as configure_command
 from itbench.human import HumanAgent
 from itbench.llm import LlmAgent
 from itbench.markers import hookimpl
@@ -60,8 +61,9 @@ def itbench_register_agents() -> list[AgentSpec]:
         AgentSpec(
             "command",
             CommandAgent,
-            "An external program (--option agent_command=...) using tools over HTTP.",
+            "An external program (--option agent_command=...) using tools over HTTP or MCP.",
             sandboxed=True,
+            configure=configure_command,
         ),
         AgentSpec(
             "llm",
