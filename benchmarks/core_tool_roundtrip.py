@@ -35,7 +35,7 @@ CALLS = 200
 REPEAT = 5
 ROOT = Path(__file__).resolve().parents[1]
 
-CLIENT = r'''
+CLIENT = r"""
 import asyncio, http.client, json, statistics, sys, time
 kind, url, token, calls = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
@@ -94,7 +94,7 @@ else:
                 samples.append(time.perf_counter() - start)
         print(statistics.median(samples) * 1000)
     asyncio.run(main())
-'''
+"""
 
 
 class Answer(Submission):

@@ -57,44 +57,31 @@ def _domain(conv: Conversation) -> str:
     return "sre" if "rollback" in tools else "ciso" if "evaluate_policy" in tools else "finops"
 
 
+def _aws(tool: str, service: str, operation: str, **params: Any) -> Call:
+    return Call(tool, {"service": service, "operation": operation, "params": params})
+
+
 def _finops_deletes(removable: set[str]) -> Any:
     """The step that deletes what the three descriptions found, by the names it was told."""
 
     def step(conv: Conversation) -> Reply:
         volumes, addresses, balancers = conv.results("aws_describe")[-3:]
         calls = [
-            Call(
-                "aws_call",
-                {
-                    "service": "ec2",
-                    "operation": "DeleteVolume",
-                    "params": {"VolumeId": v["VolumeId"]},
-                },
-            )
-            for v in volumes["Volumes"]
-        ]
-        calls += [
-            Call(
-                "aws_call",
-                {
-                    "service": "ec2",
-                    "operation": "ReleaseAddress",
-                    "params": {"AllocationId": a["AllocationId"]},
-                },
-            )
-            for a in addresses["Addresses"]
-        ]
-        calls += [
-            Call(
-                "aws_call",
-                {
-                    "service": "elbv2",
-                    "operation": "DeleteLoadBalancer",
-                    "params": {"LoadBalancerArn": b["LoadBalancerArn"]},
-                },
-            )
-            for b in balancers["LoadBalancers"]
-            if b["LoadBalancerName"] in removable
+            *(
+                _aws("aws_call", "ec2", "DeleteVolume", VolumeId=v["VolumeId"])
+                for v in volumes["Volumes"]
+            ),
+            *(
+                _aws("aws_call", "ec2", "ReleaseAddress", AllocationId=a["AllocationId"])
+                for a in addresses["Addresses"]
+            ),
+            *(
+                _aws(
+                    "aws_call", "elbv2", "DeleteLoadBalancer", LoadBalancerArn=b["LoadBalancerArn"]
+                )
+                for b in balancers["LoadBalancers"]
+                if b["LoadBalancerName"] in removable
+            ),
         ]
         return Reply(calls)
 
@@ -110,29 +97,16 @@ def scripts(bench: Bench) -> dict[str, list[list[Any]]]:
         k: sorted(n for n in removable if kinds[n] == k)
         for k in ("volume", "address", "load_balancer")
     }
+
+    def by_name(kind: str) -> list[dict[str, Any]]:
+        return [{"Name": "tag:Name", "Values": names[kind]}]
+
     finops_right = [
         Reply(
             [
-                Call(
-                    "aws_describe",
-                    {
-                        "service": "ec2",
-                        "operation": "DescribeVolumes",
-                        "params": {"Filters": [{"Name": "tag:Name", "Values": names["volume"]}]},
-                    },
-                ),
-                Call(
-                    "aws_describe",
-                    {
-                        "service": "ec2",
-                        "operation": "DescribeAddresses",
-                        "params": {"Filters": [{"Name": "tag:Name", "Values": names["address"]}]},
-                    },
-                ),
-                Call(
-                    "aws_describe",
-                    {"service": "elbv2", "operation": "DescribeLoadBalancers", "params": {}},
-                ),
+                _aws("aws_describe", "ec2", "DescribeVolumes", Filters=by_name("volume")),
+                _aws("aws_describe", "ec2", "DescribeAddresses", Filters=by_name("address")),
+                _aws("aws_describe", "elbv2", "DescribeLoadBalancers"),
             ]
         ),
         _finops_deletes(removable),
