@@ -18,6 +18,7 @@ Run: .venv/bin/python benchmarks/core_tool_roundtrip.py
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -135,7 +136,9 @@ def main() -> None:
                 "mcp-sdk": (mcp.url, ""),
                 "mcp-stdio": (mcp.url, str(ROOT / "itbench" / "mcpbridge.py")),
             }
+            load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
             print(f"tool-call round trip, median of {CALLS} calls, {REPEAT} runs (goal < 5 ms)")
+            print(f"  load average before: {load} on {os.cpu_count()} cores")
             for kind, (url, extra) in runs.items():
                 medians = [measure(kind, url, tools.token, script, extra) for _ in range(REPEAT)]
                 print(

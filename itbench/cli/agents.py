@@ -53,7 +53,8 @@ def _step_lines(step: Step, start: float, full: bool) -> list[str]:
             usage = (
                 f" [dim]{step.usage.input_tokens} in / {step.usage.output_tokens} out{cost}[/dim]"
             )
-        lines = [f"{head}[bold]{step.role}[/bold]{took}{usage}"]
+        role = "tool result" if step.role == "tool" else step.role
+        lines = [f"{head}[bold]{role}[/bold]{took}{usage}"]
         if step.content:
             lines.append("    " + escape(_cut(step.content, full)).replace("\n", "\n    "))
         lines += [
