@@ -105,7 +105,10 @@ def _function_calls(message: Any) -> list[tuple[str | None, str, str]]:
     for call in getattr(message, "tool_calls", None) or []:
         fn = getattr(call, "function", None)
         if fn is not None:
-            out.append((getattr(call, "id", None), str(fn.name), str(fn.arguments or "")))
+            raw = fn.arguments
+            # Some local servers send the arguments as an object instead of JSON text.
+            text = raw if isinstance(raw, str) else json.dumps(raw) if raw is not None else ""
+            out.append((getattr(call, "id", None), str(fn.name), text))
     return out
 
 
@@ -197,7 +200,7 @@ class ToolLoop:
             completion, usage, elapsed = self.chat.complete(messages, defs)
             self.responses += 1
             choice = completion.choices[0].message
-            message: dict[str, Any] = {"role": "assistant", "content": choice.content}
+            message: dict[str, Any] = {"role": "assistant", "content": choice.content or ""}
             requested = [
                 ModelToolCall(id=call_id or f"call_{step}_{i}", name=name, arguments=arguments)
                 for i, (call_id, name, arguments) in enumerate(_function_calls(choice))

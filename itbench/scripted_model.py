@@ -111,7 +111,7 @@ def _said(message: dict[str, Any]) -> Said:
     """What identifies a message within a conversation."""
     calls = tuple(str(c.get("id")) for c in message.get("tool_calls") or [])
     content = message.get("content")
-    text = content if isinstance(content, str) else json.dumps(content)
+    text = content if isinstance(content, str) else "" if content is None else json.dumps(content)
     return (str(message.get("role")), text, calls, str(message.get("tool_call_id") or ""))
 
 
