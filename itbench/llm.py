@@ -134,6 +134,8 @@ class ToolLoop:
         steps: The trajectory to append to.
         redactor: Hides harness paths in whatever the model is shown.
         tool_output_chars: Characters of a tool result shown to the model.
+        metrics: Where the number of model responses is kept up to date (``model_responses``),
+            so that a trial stopped at its time limit still reports it.
     """
 
     def __init__(
@@ -143,13 +145,15 @@ class ToolLoop:
         steps: list[Step],
         redactor: Redactor,
         tool_output_chars: int,
+        metrics: dict[str, Any] | None = None,
     ) -> None:
         self.chat = chat
         self.toolbox = toolbox
         self.steps = steps
         self.redactor = redactor
         self.budget = tool_output_chars
-        self.responses = 0
+        self.metrics = metrics if metrics is not None else {}
+        self.metrics.setdefault("model_responses", 0)
         self._recorded: set[int] = set()
 
     def record(self, message: dict[str, Any], **fields: Any) -> None:
@@ -198,7 +202,7 @@ class ToolLoop:
                 )
             at = now()
             completion, usage, elapsed = self.chat.complete(messages, defs)
-            self.responses += 1
+            self.metrics["model_responses"] += 1
             choice = completion.choices[0].message
             message: dict[str, Any] = {"role": "assistant", "content": choice.content or ""}
             requested = [
@@ -341,7 +345,12 @@ class LlmAgent(Agent):
     def loop(self, task: TaskView, toolbox: Toolbox) -> ToolLoop:
         """A tool loop of this trial."""
         return ToolLoop(
-            self.chat(task), toolbox, self.steps, self.redactor, self.config.tool_output_chars
+            self.chat(task),
+            toolbox,
+            self.steps,
+            self.redactor,
+            self.config.tool_output_chars,
+            self.metrics,
         )
 
     def submitter(self, task: TaskView, toolbox: Toolbox) -> Submitter:
@@ -360,12 +369,7 @@ class LlmAgent(Agent):
         """Work on the task until the model submits, its steps run out or time is up."""
         submitter = self.submitter(task, toolbox)
         loop = self.loop(task, toolbox)
-        try:
-            loop.run(
-                self.opening(task, submitter.name), task.tools, submitter, self.config.max_steps
-            )
-        finally:
-            self.metrics["model_responses"] = loop.responses
+        loop.run(self.opening(task, submitter.name), task.tools, submitter, self.config.max_steps)
         return submitter.accepted
 
 

@@ -5,7 +5,8 @@ real HTTP server on 127.0.0.1 answering ``POST /v1/chat/completions`` as the pro
 (tool calls, usage fields, error statuses), from scripts the test writes. Each conversation
 gets its own script, chosen by the test's ``pick`` function from its first request; a request
 continues the conversation whose messages so far (with the server's last answer) it extends,
-so trials with the same opening are told apart. Each step of a script answers one request:
+so trials with the same opening are told apart; a request equal to a conversation's last one is
+a client's retry, and gets the same answer again. Each step of a script answers one request:
 
 - :class:`Reply`: a message with tool calls (:class:`Call`; raw argument text allowed, to play
   a malformed call) and/or text, with its usage;
@@ -100,6 +101,22 @@ class Conversation:
 
 
 Step = Reply | Fail | Callable[[Conversation], Reply | Fail]
+
+
+@dataclass
+class _Thread:
+    """One conversation: the messages a next request starts with, and what is left of its script.
+
+    ``asked`` is the last request's messages and ``answer`` the completion it got, to answer a
+    client's retry of that request again.
+    """
+
+    said: list[Said]
+    script: list[Step]
+    asked: list[Said] = field(default_factory=list)
+    answer: dict[str, Any] | None = None
+
+
 #: Chooses the script of a new conversation from its first request.
 Pick = Callable[[Conversation], Sequence[Step]]
 
@@ -147,8 +164,9 @@ class ScriptedModel:
         self.pick = pick
         self.requests: list[dict[str, Any]] = []
         self.answered: list[Reply | Fail] = []
-        #: Per conversation: the messages a next request starts with, and what is left of its script.
-        self._conversations: list[tuple[list[Said], list[Step]]] = []
+        self._threads: list[_Thread] = []
+        #: Errors of the test's scripts (``pick`` or a step raised), answered with a 500.
+        self.errors: list[str] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         owner = self
@@ -198,49 +216,52 @@ class ScriptedModel:
         if path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             return 404, {}, self._error(404, f"no route {path}", "not_found")
         if not isinstance(body, dict) or not body.get("model"):
-            return (
-                400,
-                {},
-                self._error(400, "a JSON body with 'model' is required", "invalid_request_error"),
-            )
+            message = "a JSON body with 'model' is required"
+            return 400, {}, self._error(400, message, "invalid_request_error")
         problem = _protocol_problem(body.get("messages"))
         if problem is not None:
             return 400, {}, self._error(400, problem, "invalid_request_error")
         conversation = Conversation(body)
         said = [_said(m) for m in conversation.messages]
-        with self._lock:
-            self.requests.append(body)
-            index = self._continued(said)
-            if index is None:
-                self._conversations.append((said, list(self.pick(conversation))))
-                index = len(self._conversations) - 1
-            script = self._conversations[index][1]
-            step: Step = script.pop(0) if script else Reply(content="(the script has ended)")
-        reply = step(conversation) if callable(step) else step
+        try:
+            with self._lock:
+                self.requests.append(body)
+                thread = self._continued(said)
+                if thread is not None and thread.asked == said and thread.answer is not None:
+                    # A client's retry of a request already answered (its answer was lost).
+                    return 200, {}, thread.answer
+                if thread is None:
+                    thread = _Thread(said, list(self.pick(conversation)))
+                    self._threads.append(thread)
+                step = thread.script.pop(0) if thread.script else Reply(content="(no script left)")
+            reply = step(conversation) if callable(step) else step
+        except Exception as exc:  # noqa: BLE001 - a broken script is the test's error, shown as such
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+            return 500, {}, self._error(500, f"script error: {exc}", "server_error")
         with self._lock:
             self.answered.append(reply)
+            thread.asked = said
             if isinstance(reply, Fail):
-                self._conversations[index] = (said, script)
-            else:
-                completion = self._completion(body["model"], reply)
-                answer = _said(completion["choices"][0]["message"])
-                self._conversations[index] = ([*said, answer], script)
-        if isinstance(reply, Fail):
-            headers = {} if reply.retry_after is None else {"Retry-After": f"{reply.retry_after:g}"}
-            return (
-                reply.status,
-                headers,
-                self._error(reply.status, reply.message, "rate_limit_error"),
-            )
-        return 200, {}, completion
+                thread.said, thread.answer = said, None
+                wait = (
+                    {} if reply.retry_after is None else {"Retry-After": f"{reply.retry_after:g}"}
+                )
+                return (
+                    reply.status,
+                    wait,
+                    self._error(reply.status, reply.message, "rate_limit_error"),
+                )
+            thread.answer = self._completion(body["model"], reply)
+            thread.said = [*said, _said(thread.answer["choices"][0]["message"])]
+            return 200, {}, thread.answer
 
-    def _continued(self, said: list[Said]) -> int | None:
+    def _continued(self, said: list[Said]) -> _Thread | None:
         """The conversation whose messages a request extends the most (``None``: a new one)."""
-        best: int | None = None
-        for i, (prefix, _) in enumerate(self._conversations):
-            extends = len(prefix) <= len(said) and said[: len(prefix)] == prefix
-            if extends and (best is None or len(prefix) > len(self._conversations[best][0])):
-                best = i
+        best: _Thread | None = None
+        for thread in self._threads:
+            known = thread.said if said[: len(thread.said)] == thread.said else thread.asked
+            if said[: len(known)] == known and (best is None or len(known) > len(best.said)):
+                best = thread
         return best
 
     def _completion(self, model: str, reply: Reply) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The ``llm`` agent on one scenario of each domain, driven by a scripted Chat Completions server.
 
-Each scenario runs twice: trial 0 with a script whose answers are right (it must pass), trial 1
+Each scenario runs twice, in two runs: with a script whose answers are right (it must pass), then
 with one whose answers are wrong (it must fail). The right scripts also exercise the protocol:
 a 429 before success, parallel tool calls, a malformed tool call, a refused submission. The
 same run feeds the trajectory and inspect export tests.
@@ -9,7 +9,6 @@ same run feeds the trajectory and inspect export tests.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ import pytest
 
 from itbench.bench import Bench
 from itbench.chat import PriceTable
-from itbench.models import TrialResult
 from itbench.store import RunStore
 from itbench.testing import Call, Conversation, Fail, Reply, ScriptedModel, run_scenarios
 
@@ -140,39 +138,52 @@ def scripts(bench: Bench) -> dict[str, list[list[Any]]]:
 
 
 class Run:
-    """The run of the module: its directory, results, and what the model server saw."""
+    """The module's two runs (right scripts, wrong scripts) and what the model server saw.
 
-    def __init__(self, run_dir: Path, results: Sequence[TrialResult], model: ScriptedModel) -> None:
-        self.dir = run_dir
-        self.results = {(r.scenario_id, r.trial_index): r for r in results}
+    Results are keyed by (scenario, 0) for the right run and (scenario, 1) for the wrong one.
+    """
+
+    def __init__(self, right: Path, wrong: Path, model: ScriptedModel) -> None:
+        self.dir = right
+        self.dirs = (right, wrong)
+        self.stores = (RunStore(right), RunStore(wrong))
+        self.results = {
+            (r.scenario_id, index): r
+            for index, store in enumerate(self.stores)
+            for r in store.results()
+        }
         self.requests = model.requests
-        self.replies = model.replies
-        self.store = RunStore(run_dir)
+        self.store = self.stores[0]
 
     def trial_dir(self, scenario: str, index: int) -> Path:
-        return self.store.trial_dir(self.results[(scenario, index)].handle)
+        return self.stores[index].trial_dir(self.results[(scenario, index)].handle)
 
 
 @pytest.fixture(scope="module")
 def llm_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     bench = Bench()
     queues = scripts(bench)
-    run_dir = tmp_path_factory.mktemp("llm") / "run-named-after-its-scenarios"
+    base = tmp_path_factory.mktemp("llm")
+    runs = (base / "run-named-after-its-scenarios", base / "wrong-answers")
 
     def pick(conv: Conversation) -> list[Any]:
         return queues[_domain(conv)].pop(0)
 
     with ScriptedModel(pick) as model:
-        run_scenarios(
-            "llm",
-            list(SCENARIOS.values()),
-            run_dir,
-            bench=bench,
-            trials=2,
-            options={"llm_model": MODEL, "llm_base_url": model.url, "llm_tool_output_chars": 2000},
-        )
-        results = RunStore(run_dir).results()
-    return Run(run_dir, results, model)
+        for run_dir in runs:  # each script queue holds the right script, then the wrong one
+            run_scenarios(
+                "llm",
+                list(SCENARIOS.values()),
+                run_dir,
+                bench=bench,
+                options={
+                    "llm_model": MODEL,
+                    "llm_base_url": model.url,
+                    "llm_tool_output_chars": 2000,
+                },
+            )
+        assert model.errors == []
+    return Run(*runs, model)
 
 
 def test_right_answers_pass_and_wrong_ones_fail(llm_run: Run) -> None:
@@ -192,12 +203,12 @@ def test_tokens_cost_and_settings_are_recorded(llm_run: Run) -> None:
         assert r.usage.output_tokens == 20 * responses
         assert r.usage.cost_usd == pytest.approx(price.cost(100 * responses, 20 * responses))
         assert r.labels == []  # the model acts only through the toolbox
-    manifest = llm_run.store.read_manifest()
-    options = manifest.config.options
+    manifests = [store.read_manifest() for store in llm_run.stores]
+    options = manifests[0].config.options
     assert options["llm_model"] == MODEL and options["llm_temperature"] == 0.0
     assert options["llm_max_steps"] == 40
     # Each trial's requests carry its recorded temperature and its public seed.
-    seeds = set(manifest.seeds.values())
+    seeds = {seed for m in manifests for seed in m.seeds.values()}
     assert {b["seed"] for b in llm_run.requests} == seeds
     assert {b["temperature"] for b in llm_run.requests} == {0.0}
 
@@ -228,12 +239,12 @@ def test_protocol_troubles_are_survived_and_recorded(llm_run: Run) -> None:
 def test_the_model_is_shown_no_harness_path_or_scenario_name(llm_run: Run, tmp_path: Path) -> None:
     bench = Bench()
     seen = json.dumps(llm_run.requests)
-    secrets = {str(llm_run.dir), llm_run.dir.name, str(llm_run.dir.resolve())}
+    secrets = {p for d in llm_run.dirs for p in (str(d), d.name, str(d.resolve()))}
     for scenario in SCENARIOS.values():
         spec = bench.catalog.scenarios[scenario]
         secrets |= {spec.id, spec.id.split("/")[1], *filter(None, [spec.title])}
-    for r in llm_run.results.values():
-        secrets |= {r.trial_id, str(llm_run.store.trial_dir(r.handle))}
+    for (scenario, index), r in llm_run.results.items():
+        secrets |= {r.trial_id, str(llm_run.trial_dir(scenario, index))}
     assert not [s for s in secrets if s in seen]
 
 
@@ -261,26 +272,28 @@ def test_inspect_export_is_read_back_by_inspect(llm_run: Run, tmp_path: Path) ->
 
     from itbench.cli import cli
 
+    right, wrong = llm_run.dirs
     out = CliRunner().invoke(
-        cli, ["export", "--format", "inspect", str(llm_run.dir), "--out", str(tmp_path)]
+        cli, ["export", "--format", "inspect", str(right), str(wrong), "--out", str(tmp_path)]
     )
     assert out.exit_code == 0, out.output
-    [path] = list(tmp_path.glob("*.eval"))
-    log = read_eval_log(str(path))
-    assert log.status == "success" and log.eval.model == MODEL
-    assert log.samples is not None and len(log.samples) == 6
-    by_id = {(s.id, s.epoch): s for s in log.samples}
-    ciso = by_id[(SCENARIOS["ciso"], 1)]
-    assert ciso.scores is not None and ciso.scores["itbench"].value == 1.0
-    assert by_id[(SCENARIOS["ciso"], 2)].scores["itbench"].value == 0.0  # type: ignore[index]
+    logs = {}
+    for path in tmp_path.glob("*.eval"):
+        log = read_eval_log(str(path))
+        assert log.status == "success" and log.eval.model == MODEL
+        assert log.samples is not None and len(log.samples) == 3
+        assert log.results is not None
+        logs[log.results.scores[0].metrics["accuracy"].value] = (path, log)
+    assert sorted(logs) == [0.0, 1.0]
+    path, log = logs[1.0]
+    assert log.samples is not None
+    ciso = {s.id: s for s in log.samples}[SCENARIOS["ciso"]]
+    assert ciso.epoch == 1 and ciso.scores is not None and ciso.scores["itbench"].value == 1.0
     roles = [m.role for m in ciso.messages]
     assert roles[:3] == ["system", "user", "assistant"] and "tool" in roles
     assert (
         ciso.model_usage[MODEL].input_tokens
         == llm_run.results[(SCENARIOS["ciso"], 0)].usage.input_tokens
     )
-    assert log.results is not None and log.results.scores[0].metrics[
-        "accuracy"
-    ].value == pytest.approx(0.5)
     frame = samples_df(str(path))
-    assert len(frame) == 6
+    assert len(frame) == 3

@@ -188,21 +188,18 @@ class StratusAgent(LlmAgent):
         loop = self.loop(task, toolbox)
         submitter = self.submitter(task, toolbox)
         self.metrics.update(attempts=0, undos=0, regressions=0, mitigated=False)
-        try:
-            detection = Report(
-                "report_detection", "Report whether there is an incident.", DETECTION_REPORT
-            )
-            loop.run(
-                self.stage(task, DETECTION, detection.name), observe, detection, self.stage_steps
-            )
-            incident = bool((detection.value or {}).get("incident", True))
-            found = json.dumps(detection.value or {})
-            text = DIAGNOSIS.format(finish=submitter.name) + f" Detection found: {found}"
-            loop.run(self.stage(task, text, submitter.name), observe, submitter, self.stage_steps)
-            if incident and submitter.accepted is not None and "mitigation" in task.task_types:
-                self.mitigate(task, toolbox, loop, submitter.accepted)
-        finally:
-            self.metrics["model_responses"] = loop.responses
+        detection = Report(
+            "report_detection", "Report whether there is an incident.", DETECTION_REPORT
+        )
+        loop.run(
+            self.stage(task, DETECTION, detection.name), observe, detection, self.stage_steps
+        )
+        incident = bool((detection.value or {}).get("incident", True))
+        found = json.dumps(detection.value or {})
+        text = DIAGNOSIS.format(finish=submitter.name) + f" Detection found: {found}"
+        loop.run(self.stage(task, text, submitter.name), observe, submitter, self.stage_steps)
+        if incident and submitter.accepted is not None and "mitigation" in task.task_types:
+            self.mitigate(task, toolbox, loop, submitter.accepted)
         return submitter.accepted
 
     def mitigate(
