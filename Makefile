@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 DOMAINS := $(wildcard sre/pyproject.toml ciso/pyproject.toml finops/pyproject.toml)
 # Cross-cutting plugin distributions (agents such as itbench-stratus), installed and tested alike.
 PLUGINS := $(wildcard plugins/*/pyproject.toml)
-EDITABLES := -e '.[dev]' $(foreach d,$(DOMAINS) $(PLUGINS),-e './$(dir $(d))[test]')
+EDITABLES := -e '.[dev,ray]' $(foreach d,$(DOMAINS) $(PLUGINS),-e './$(dir $(d))[test]')
 RUNS := runs
 STAMP_TIME := $(shell date -u +%Y%m%dT%H%M%S)
 

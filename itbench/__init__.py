@@ -41,12 +41,13 @@ from itbench.process import (
     forget_pid,
     port_open,
     record_pid,
+    recorded_pid,
     stop_group,
     stop_marked,
     stop_recorded,
     wait_for_port,
 )
-from itbench.reporting.reporters import ReporterSpec
+from itbench.report.reporters import ReporterSpec
 from itbench.tools import Tool, Toolbox, ToolCall
 from itbench.trajectory import EventStep, MessageStep, ToolStep, Trajectory
 
@@ -103,6 +104,7 @@ __all__ = [
     "netbridge",
     "port_open",
     "record_pid",
+    "recorded_pid",
     "stop_group",
     "stop_marked",
     "stop_recorded",

@@ -9,11 +9,12 @@ from pydantic import ValidationError
 
 from itbench import __version__, console
 from itbench.cli.agents import export, mcp, trajectory
+from itbench.cli.boards import compare, leaderboard
 from itbench.cli.browse import list_cmd, plugins, show
 from itbench.cli.common import EXIT_USAGE
 from itbench.cli.new import new
 from itbench.cli.outputs import docs, report, schema
-from itbench.cli.run import evaluate, validate
+from itbench.cli.run import cleanup, evaluate, validate
 from itbench.cli.tool import tool
 
 
@@ -29,6 +30,9 @@ for _command in (
     evaluate,
     validate,
     report,
+    compare,
+    leaderboard,
+    cleanup,
     plugins,
     schema,
     docs,

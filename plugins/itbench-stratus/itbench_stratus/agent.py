@@ -191,9 +191,7 @@ class StratusAgent(LlmAgent):
         detection = Report(
             "report_detection", "Report whether there is an incident.", DETECTION_REPORT
         )
-        loop.run(
-            self.stage(task, DETECTION, detection.name), observe, detection, self.stage_steps
-        )
+        loop.run(self.stage(task, DETECTION, detection.name), observe, detection, self.stage_steps)
         incident = bool((detection.value or {}).get("incident", True))
         found = json.dumps(detection.value or {})
         text = DIAGNOSIS.format(finish=submitter.name) + f" Detection found: {found}"
