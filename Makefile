@@ -4,7 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DOMAINS := $(wildcard sre/pyproject.toml ciso/pyproject.toml finops/pyproject.toml)
-EDITABLES := -e '.[dev,ray]' $(foreach d,$(DOMAINS),-e './$(dir $(d))[test]')
+# Cross-cutting plugin distributions (agents such as itbench-stratus), installed and tested alike.
+PLUGINS := $(wildcard plugins/*/pyproject.toml)
+EDITABLES := -e '.[dev,ray]' $(foreach d,$(DOMAINS) $(PLUGINS),-e './$(dir $(d))[test]')
 RUNS := runs
 STAMP_TIME := $(shell date -u +%Y%m%dT%H%M%S)
 
@@ -16,10 +18,10 @@ install: $(STAMP)
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || { rm -rf $(VENV); sh scripts/system-deps.sh venv && $(PY) -m venv $(VENV); }
 
-$(STAMP): pyproject.toml $(DOMAINS) scripts/system-deps.sh | $(BIN)/python
+$(STAMP): pyproject.toml constraints.txt $(DOMAINS) $(PLUGINS) scripts/system-deps.sh | $(BIN)/python
 	sh scripts/system-deps.sh
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet $(EDITABLES)
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -c constraints.txt $(EDITABLES)
 	touch $@
 
 system-deps:
@@ -41,7 +43,7 @@ typecheck: install
 check: lint typecheck
 
 # One pytest process per suite: each domain's tests are a package of their own named `tests`.
-SUITES := tests $(foreach d,$(DOMAINS),$(wildcard $(dir $(d))tests))
+SUITES := tests $(foreach d,$(DOMAINS) $(PLUGINS),$(wildcard $(dir $(d))tests))
 
 test: install check
 	rc=0; for s in $(SUITES); do $(BIN)/python -m pytest $$s || rc=1; done; exit $$rc

@@ -11,10 +11,13 @@ from __future__ import annotations
 from itbench import netbridge
 from itbench.agents import Agent, AgentContext, AgentSpec
 from itbench.aws_endpoint import AwsEndpoint
+from itbench.chat import LlmError, LlmSettings
+from itbench.chat import configure as configure_llm
 from itbench.command import CommandAgent
 from itbench.domain import Domain, Environment, TrialContext
 from itbench.errors import InfrastructureError, IntegrityError, ToolError, UsageError
 from itbench.executors import Executor, ExecutorSpec
+from itbench.llm import LlmAgent, Report, ToolLoop
 from itbench.markers import hookimpl
 from itbench.models import (
     AgentOutput,
@@ -46,6 +49,7 @@ from itbench.process import (
 )
 from itbench.report.reporters import ReporterSpec
 from itbench.tools import Tool, Toolbox, ToolCall
+from itbench.trajectory import EventStep, MessageStep, ToolStep, Trajectory
 
 __version__ = "0.1.0"
 
@@ -61,14 +65,20 @@ __all__ = [
     "Domain",
     "Environment",
     "Evaluation",
+    "EventStep",
     "Executor",
     "ExecutorSpec",
     "InfrastructureError",
     "IntegrityError",
     "Label",
+    "LlmAgent",
+    "LlmError",
+    "LlmSettings",
     "ManagedProcess",
+    "MessageStep",
     "OptionSpec",
     "PlannedTrial",
+    "Report",
     "ReporterSpec",
     "RunManifest",
     "ScenarioSpec",
@@ -77,14 +87,18 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolError",
+    "ToolLoop",
     "ToolSpec",
+    "ToolStep",
     "Toolbox",
     "TrialContext",
     "TrialResult",
     "TrialStatus",
+    "Trajectory",
     "Usage",
     "UsageError",
     "__version__",
+    "configure_llm",
     "forget_pid",
     "hookimpl",
     "netbridge",

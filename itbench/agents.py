@@ -9,8 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from itbench.domain import AnyDomain
-from itbench.models import AgentOutput, Label, ScenarioSpec, Submission, TaskView, Usage
+from itbench.models import (
+    AgentOutput,
+    Label,
+    MetricValue,
+    ScenarioSpec,
+    Submission,
+    TaskView,
+    Usage,
+)
 from itbench.tools import Toolbox
+from itbench.trajectory import Step
 
 
 class Agent(ABC):
@@ -19,12 +28,25 @@ class Agent(ABC):
     One instance is created per trial by its :class:`AgentSpec` factory. ``run`` may call
     ``toolbox.call(name, **args)`` any number of times before the task's deadline and
     returns a submission of the domain's submission model, or a mapping that validates
-    against it (``task.output_schema``), or ``None`` to submit nothing. An agent may fill :attr:`usage` with token counts and cost.
+    against it (``task.output_schema``), or ``None`` to submit nothing.
+
+    Besides the submission, an agent may fill :attr:`usage` with token counts and cost,
+    :attr:`steps` with its trajectory (model messages, tool calls, events; see
+    :mod:`itbench.trajectory`: without tool steps of its own, the runner adds the tool-call
+    journal) and :attr:`metrics` with figures about itself (attempts, undos), recorded as the
+    result's ``agent_metrics`` and never scored.
     """
+
+    #: Whether nothing the agent's own code does can reach the harness: an external program in
+    #: the sandbox, or the core's model loop, whose model acts only through the toolbox. Read
+    #: only for the core's own agents (see :meth:`AgentSpec.labels`).
+    confined: bool = False
 
     def __init__(self) -> None:
         self.usage = Usage()
         self.output: AgentOutput | None = None
+        self.steps: list[Step] = []
+        self.metrics: dict[str, MetricValue] = {}
 
     @abstractmethod
     def run(self, task: TaskView, toolbox: Toolbox) -> Submission | dict[str, Any] | None:
@@ -42,6 +64,8 @@ class AgentContext:
         sandbox: ``bwrap`` (external programs run in the sandbox) or ``none``.
         trial_dir: The trial's harness-only directory (an agent's own logs go there).
         protected: Paths no external agent may see (run directory, catalog, packages).
+        seed: The trial's public seed (the manifest's ``seeds``), for an agent's own sampling;
+            never to be shown to a model or a program.
     """
 
     domain: AnyDomain
@@ -50,6 +74,7 @@ class AgentContext:
     sandbox: str = "bwrap"
     trial_dir: Path | None = None
     protected: list[Path] = field(default_factory=list)
+    seed: int = 0
 
 
 @dataclass
@@ -63,10 +88,17 @@ class AgentSpec:
         privileged: When true the factory receives the scenario, ground truth included. Only
             reference agents may be privileged; their results are labelled ``reference``.
         domains: Domains the agent can work on (empty: all).
-        sandboxed: The agent runs its work in the namespace sandbox (external programs).
-            Honoured only for the core's own agents (``command``, ``probe/leak``) and only for
-            trials that really ran in the sandbox: results of every other agent, and of runs
-            with ``--sandbox none``, are labelled ``unsandboxed``.
+        sandboxed: The agent runs its work confined (an external program in the namespace
+            sandbox, or the core's model loop). Honoured only for the core's own agents
+            (``command``, ``llm``, ``probe/leak``) and only for trials whose agent really ran
+            confined (:attr:`Agent.confined`): results of every other agent, and of runs with
+            ``--sandbox none`` (for the agents it applies to), are labelled ``unsandboxed``.
+        configure: Checks the run's options for this agent and returns them with the agent's
+            defaults filled in, so the manifest records every setting the agent used (model,
+            temperature); raises ``ValueError`` with a message naming the option when one is
+            wrong. Called once per run, before any trial.
+        needs_sandbox: Whether ``--sandbox none`` takes the agent out of its confinement (true
+            for external programs; the model loop has no program to confine).
     """
 
     name: str
@@ -75,6 +107,8 @@ class AgentSpec:
     privileged: bool = False
     domains: list[str] = field(default_factory=list)
     sandboxed: bool = False
+    configure: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    needs_sandbox: bool = True
 
     def labels(self, sandbox: str, *, core: bool) -> list[Label]:
         """The labels of this agent's results under a run's ``sandbox`` setting.
@@ -87,9 +121,17 @@ class AgentSpec:
         """
         if self.privileged:
             return [Label.reference]
-        if self.sandboxed and core and sandbox != "none":
+        if self.sandboxed and core and (sandbox != "none" or not self.needs_sandbox):
             return []
         return [Label.unsandboxed]
+
+    def settings(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The run's options with this agent's defaults filled in (see :attr:`configure`).
+
+        Raises:
+            ValueError: an option of the agent is missing or wrong (the message names it).
+        """
+        return self.configure(dict(options)) if self.configure is not None else dict(options)
 
 
 class NoopAgent(Agent):

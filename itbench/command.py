@@ -9,11 +9,20 @@ output that parses as a JSON object. It may write ``usage.json`` (``input_tokens
 
 By default it runs in the namespace sandbox of :mod:`itbench.sandbox`: an unprivileged uid,
 its workspace, its own program's directory (``--option agent_dir=DIR``, or the directory of the
-command's first argument that is a file) and a read-only system, nothing of the harness. With
+command's first argument that is a file) and a read-only system, nothing of the harness. Its
+network reaches the tool server, the loopback endpoints of the task context and the ports of
+``--option agent_ports=P[,P...]`` (a local model server, or a proxy to a hosted model API). With
 ``--sandbox none`` it runs as the harness does, for debugging, and its results are labelled
 ``unsandboxed``. Either way its standard output and error are kept up to
 :data:`OUTPUT_CAP` bytes each (``--option agent_output_cap=BYTES``) in the trial directory, and
 when it exits or its time is up every process it started is stopped.
+
+With ``--mcp`` (the option ``mcp``) the trial's tools and ``submit`` are also served over MCP
+(:mod:`itbench.mcpserver`), and ``.mcp.json`` in the workspace configures the program's MCP
+client in the common ``mcpServers`` form: the endpoint's URL and token (``--option
+mcp_transport=http``, the default), or the standard-library launcher ``/opt/itbench/mcpbridge.py``
+as a stdio server (``mcp_transport=stdio``). A submission accepted through ``submit`` wins over
+``submission.json`` and standard output.
 """
 
 from __future__ import annotations
@@ -31,16 +40,27 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from itbench import mcpbridge
 from itbench.agents import Agent, AgentContext
-from itbench.models import AgentOutput, TaskView, Usage
+from itbench.mcpserver import McpServer
+from itbench.models import AgentOutput, Submission, TaskView, Usage
 from itbench.process import stop_marked, stop_pgid
-from itbench.sandbox import Sandbox, agent_dir_for, check_agent_dir
+from itbench.redact import Redactor
+from itbench.sandbox import OPT, Sandbox, agent_dir_for, check_agent_dir
+from itbench.submit import Submitter
 from itbench.tools import Toolbox
 from itbench.toolserver import ToolServer
 
 COMMAND_OPTION = "agent_command"
 AGENT_DIR_OPTION = "agent_dir"
 OUTPUT_CAP_OPTION = "agent_output_cap"
+PORTS_OPTION = "agent_ports"
+MCP_OPTION = "mcp"
+MCP_TRANSPORT_OPTION = "mcp_transport"
+#: The MCP client configuration written into the workspace with ``--mcp``.
+MCP_CONFIG = ".mcp.json"
+#: Where the stdio launcher is inside the sandbox.
+MCP_BRIDGE = f"{OPT}/mcpbridge.py"
 #: Bytes of each of stdout and stderr kept by default.
 OUTPUT_CAP = 1024 * 1024
 #: Largest ``submission.json`` or ``usage.json`` read from the workspace.
@@ -56,6 +76,40 @@ def context_ports(context: Any) -> list[int]:
 
 class SubmissionFileError(ValueError):
     """The agent's ``submission.json`` is there but is not one JSON object (the message says why)."""
+
+
+def extra_ports(value: Any) -> list[int]:
+    """The ports of ``--option agent_ports=P[,P...]`` (a local model server, an API proxy).
+
+    Raises:
+        ValueError: a port that is not a number from 1 to 65535.
+    """
+    if value is None or value == "":
+        return []
+    words = [str(value)] if isinstance(value, int) else str(value).split(",")
+    ports = []
+    for word in words:
+        word = word.strip()
+        if not word.isdigit() or not 0 < int(word) < 65536:
+            raise ValueError(f"option {PORTS_OPTION}: {word!r} is not a TCP port (1-65535)")
+        ports.append(int(word))
+    return ports
+
+
+def configure(options: dict[str, Any]) -> dict[str, Any]:
+    """Check the command agent's options once per run (see :attr:`AgentSpec.configure`).
+
+    Raises:
+        ValueError: a wrong ``agent_ports``, ``mcp_transport`` or ``agent_output_cap``.
+    """
+    extra_ports(options.get(PORTS_OPTION))
+    transport = options.get(MCP_TRANSPORT_OPTION, "http")
+    if transport not in ("http", "stdio"):
+        raise ValueError(f"option {MCP_TRANSPORT_OPTION}: {transport!r} is not http or stdio")
+    cap = options.get(OUTPUT_CAP_OPTION, OUTPUT_CAP)
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+        raise ValueError(f"option {OUTPUT_CAP_OPTION}: {cap!r} is not a number of bytes")
+    return dict(options)
 
 
 def read_agent_file(path: Path, limit: int = MAX_FILE) -> bytes | None:
@@ -106,40 +160,78 @@ class CommandAgent(Agent):
                 path there (without a sandbox, ``argv`` is rewritten to their host paths).
         """
         super().__init__()
+        self.domain = ctx.domain
+        self.mcp = ctx.options.get(MCP_OPTION) is True
+        self.mcp_transport = str(ctx.options.get(MCP_TRANSPORT_OPTION, "http"))
+        if self.mcp_transport not in ("http", "stdio"):
+            raise ValueError(
+                f"option {MCP_TRANSPORT_OPTION}: {self.mcp_transport!r} is not http or stdio"
+            )
         self.files = dict(files or {})
         self.workspace_path = Path("/nonexistent")
         command = argv if argv is not None else ctx.options.get(COMMAND_OPTION)
         if not command:
             raise ValueError(f"the command agent needs --option {COMMAND_OPTION}='PROGRAM ARGS'")
         self.argv = shlex.split(command) if isinstance(command, str) else [str(c) for c in command]
-        self.sandboxed = ctx.sandbox != "none"
+        self.sandboxed = self.confined = ctx.sandbox != "none"
         self.log_dir = ctx.trial_dir
         self.protected = list(ctx.protected)
+        self.redactor = Redactor([*self.protected, *([ctx.trial_dir] if ctx.trial_dir else [])])
         raw_dir = ctx.options.get(AGENT_DIR_OPTION)
         self.agent_dir = Path(raw_dir).resolve() if raw_dir else agent_dir_for(self.argv)
         self.cap = int(ctx.options.get(OUTPUT_CAP_OPTION, OUTPUT_CAP))
+        self.extra_ports = extra_ports(ctx.options.get(PORTS_OPTION))
         if not self.sandboxed:
             self.argv = [str(self.files.get(a, a)) for a in self.argv]
 
-    def run(self, task: TaskView, toolbox: Toolbox) -> dict[str, Any] | None:
+    def _serve_mcp(
+        self, task: TaskView, toolbox: Toolbox, token: str
+    ) -> tuple[McpServer, Submitter]:
+        """Start the MCP endpoint and write the client configuration into the workspace."""
+        submitter = Submitter(self.domain.submission_model, task.output_schema, set(toolbox.tools))
+        server = McpServer(toolbox, task, submitter, self.redactor, token=token, steps=self.steps)
+        server.start()
+        entry: dict[str, Any] = server.client_config()
+        if self.mcp_transport == "stdio":
+            bridge = MCP_BRIDGE if self.sandboxed else str(Path(mcpbridge.__file__).resolve())
+            entry = {
+                "type": "stdio",
+                "command": "/usr/bin/python3",
+                "args": [bridge],
+                "env": server.env(),
+            }
+        config = {"mcpServers": {"itbench": entry}}
+        (task.workspace / MCP_CONFIG).write_text(
+            json.dumps(config, indent=2) + "\n", encoding="utf-8"
+        )
+        return server, submitter
+
+    def run(self, task: TaskView, toolbox: Toolbox) -> Submission | dict[str, Any] | None:
         """Run the program until it exits or its time is up."""
         ws = self.workspace_path = task.workspace
         task_json = task.model_dump_json(indent=2)
         (ws / "task.json").write_text(task_json, encoding="utf-8")
         logs = self.log_dir or ws
-        server = ToolServer(toolbox, task).start()
+        server = ToolServer(toolbox, task, redactor=self.redactor).start()
         variables = {
             **server.env(),
             "ITBENCH_TASK": str(ws / "task.json"),
             "ITBENCH_WORKSPACE": str(ws),
         }
         sandbox: Sandbox | None = None
+        mcp: McpServer | None = None
+        submitter: Submitter | None = None
         popen: dict[str, Any] = {}
         try:
+            ports = [int(server.url.rsplit(":", 1)[1]), *context_ports(task.context)]
+            ports += self.extra_ports
+            if self.mcp:
+                mcp, submitter = self._serve_mcp(task, toolbox, server.token)
+                variables.update(mcp.env())
+                ports.append(mcp.port)
             if self.sandboxed:
                 if self.agent_dir is not None:
                     check_agent_dir(self.agent_dir, [*self.protected, ws])
-                ports = [int(server.url.rsplit(":", 1)[1]), *context_ports(task.context)]
                 files = {k: v.read_text(encoding="utf-8") for k, v in self.files.items()}
                 sandbox = Sandbox(ws, ports, self.agent_dir, variables, files)
                 sandbox.prepare()
@@ -156,11 +248,15 @@ class CommandAgent(Agent):
             returncode = self._execute(argv, popen, task_json, toolbox, logs)
         finally:
             server.stop()
+            if mcp is not None:
+                mcp.stop()
             if sandbox is not None:
                 sandbox.close()
         if returncode is None:
             return None
         self._read_usage(ws / "usage.json")
+        if submitter is not None and submitter.accepted is not None:
+            return submitter.accepted
         if returncode != 0:
             tail = (logs / "agent.stderr").read_text(errors="replace").strip().splitlines()[-3:]
             raise RuntimeError(f"agent command exited with {returncode}: {' | '.join(tail)}")

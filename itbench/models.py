@@ -240,6 +240,10 @@ class TrialResult(BaseModel):
     steps: int = 0
     tool_calls: int = 0
     usage: Usage = Field(default_factory=Usage)
+    agent_metrics: dict[str, MetricValue] = Field(
+        default_factory=dict,
+        description="Figures the agent reported about itself (attempts, undos); never scored.",
+    )
     error: str | None = Field(
         default=None, description="Reason for an error, a timeout or an invalid trial."
     )

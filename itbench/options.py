@@ -23,12 +23,14 @@ class OptionSpec:
         key: The trial option it sets, e.g. ``policy_engine``.
         help: One line for listings.
         choices: The allowed values; empty for any value.
+        switch: The flag takes no value and sets its option to ``True`` (``--mcp``).
     """
 
     name: str
     key: str
     help: str = ""
     choices: tuple[str, ...] = ()
+    switch: bool = False
 
 
 def parse_flags(
@@ -60,6 +62,11 @@ def parse_flags(
         if spec is None:
             known = ", ".join(f"--{n}" for n in sorted(specs)) or "none"
             raise OptionError(f"no such option: --{name} (flags from plugins: {known})")
+        if spec.switch:
+            if sep:
+                raise OptionError(f"--{name} takes no value")
+            options[spec.key] = True
+            continue
         if not sep:
             if i >= len(tokens):
                 raise OptionError(f"--{name} needs a value")

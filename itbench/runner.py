@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import os
 import secrets
 import shutil
@@ -22,15 +23,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from itbench import trajectory
 from itbench.active import RunLock, register, unregister
 from itbench.agents import AgentContext, AgentSpec
 from itbench.bench import Bench
 from itbench.catalog import catalog_versions
-from itbench.command import CommandAgent
 from itbench.domain import AnyDomain, Environment, TrialContext
 from itbench.errors import IntegrityError, RunDirError, UsageError, validation_problem
 from itbench.models import (
     Label,
+    MetricValue,
     RunConfig,
     RunManifest,
     ScenarioSpec,
@@ -232,6 +234,11 @@ class Runner:
 
     def _run_locked(self, resume: bool) -> RunOutcome:
         agent = self.agent_spec()
+        try:
+            # The agent's defaults join the options, so the manifest records every setting.
+            self.config.options = agent.settings(self.config.options)
+        except ValueError as exc:
+            raise UsageError(f"agent {agent.name!r}: {exc}") from None
         executor_spec = self.bench.executors.get(self.config.executor)
         if executor_spec is None:
             raise UsageError(f"unknown executor {self.config.executor!r}")
@@ -579,6 +586,7 @@ class TrialRun:
         self.error: str | None = None
         self.metrics: dict[str, Any] = {}
         self.toolbox: Toolbox | None = None
+        self.agent: object = None
         self.usage: Any = None
         self.output: Any = None
         #: Whether the agent ran in the sandbox (``None``: it never ran).
@@ -693,7 +701,10 @@ class TrialRun:
         if cancelled or self.runner.cancel.is_set() and self.status is TrialStatus.error:
             return None
         self.timings.total = round(time.perf_counter() - t0, 6)
-        return self._result(started)
+        result = self._result(started)
+        calls = list(self.toolbox.calls) if self.toolbox else []
+        trajectory.save(self.trial_dir, result, self.agent, calls)
+        return result
 
     def _check_integrity(self, env: Environment, before: dict[str, str]) -> None:
         """After the agent's turn: harness servers, evaluator inputs and scoring code intact.
@@ -746,6 +757,7 @@ class TrialRun:
             sandbox=self.runner.config.sandbox,
             trial_dir=self.trial_dir,
             protected=self.runner.protected_paths(),
+            seed=self.trial.seed,
         )
         box: dict[str, Any] = {}
 
@@ -768,8 +780,9 @@ class TrialRun:
                 raise _Cancelled
             thread.join(timeout=0.05)
         self.timings.agent = round(time.perf_counter() - start, 6)
-        agent_obj = box.get("agent")
-        self.sandboxed = type(agent_obj) is CommandAgent and agent_obj.sandboxed
+        agent_obj = self.agent = box.get("agent")
+        # Only core agents get here unlabelled; each says whether this trial ran confined.
+        self.sandboxed = getattr(agent_obj, "confined", False) is True
         self.usage = getattr(agent_obj, "usage", None)
         self.output = getattr(agent_obj, "output", None)
         if thread.is_alive():
@@ -848,6 +861,7 @@ class TrialRun:
             steps=len(self.toolbox.action_calls) if self.toolbox else 0,
             tool_calls=len(calls),
             usage=usage.model_dump() if usage is not None else {},
+            agent_metrics=_agent_metrics(self.agent),
             error=self.error,
             labels=self._labels(),
             agent_output=self.output,
@@ -860,6 +874,21 @@ class TrialRun:
             finished_at=_now(),
             versions=self.runner._versions,
         )
+
+
+def _agent_metrics(agent: object) -> dict[str, MetricValue]:
+    """What an agent reported about itself: scalar values under short names, at most 64."""
+    reported = getattr(agent, "metrics", None)
+    if not isinstance(reported, dict):
+        return {}
+    kept = {
+        k: v
+        for k, v in reported.items()
+        if isinstance(k, str)
+        and len(k) <= 64
+        and (v is None or type(v) in (bool, int) or (type(v) is float and math.isfinite(v)))
+    }
+    return dict(list(kept.items())[:64])
 
 
 class _Cancelled(Exception):

@@ -8,8 +8,8 @@ and cgroup namespaces, on an empty root that holds only:
 - its workspace, writable, at the same absolute path as on the host;
 - its own program's directory, read-only (``agent_dir``);
 - a private ``/tmp``, its own ``/proc`` and a minimal ``/dev``;
-- ``/opt/itbench``: the tool client (``itbench tool ...``) and the port bridge, two files of the
-  standard library alone.
+- ``/opt/itbench``: the tool client (``itbench tool ...``), the port bridge and the MCP stdio
+  launcher (``mcpbridge.py``), files of the standard library alone.
 
 It sees no file of the harness (repository, installed packages, catalog, run directory, other
 trials) and no process outside its PID namespace. Its network namespace has a loopback
@@ -41,7 +41,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from itbench import netbridge, toolclient
+from itbench import mcpbridge, netbridge, toolclient
 
 #: Where the harness's helper programs appear inside the sandbox.
 OPT = "/opt/itbench"
@@ -245,8 +245,10 @@ class Sandbox:
         out += ["--dir", "/run"]
         client = Path(toolclient.__file__).read_text(encoding="utf-8")
         bridge = Path(netbridge.__file__).read_text(encoding="utf-8")
+        launcher = Path(mcpbridge.__file__).read_text(encoding="utf-8")
         out += ["--ro-bind-data", str(self._data("toolclient.py", client)), f"{OPT}/toolclient.py"]
         out += ["--ro-bind-data", str(self._data("netbridge.py", bridge)), f"{OPT}/netbridge.py"]
+        out += ["--ro-bind-data", str(self._data("mcpbridge.py", launcher)), f"{OPT}/mcpbridge.py"]
         for i, (dest, content) in enumerate(sorted(self.files.items())):
             out += ["--ro-bind-data", str(self._data(f"file-{i}", content)), dest]
         wrapper = str(self._data("itbench", _WRAPPER))

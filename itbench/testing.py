@@ -16,6 +16,10 @@ The functions work outside pytest too: :func:`trial_context`, :func:`port_block`
 :func:`leftover_check` makes a fixture of the latter for a ``conftest.py``::
 
     nothing_left_running = leftover_check("my_plugin.server")
+
+:class:`ScriptedModel` (with :class:`Reply`, :class:`Call`, :class:`Fail`) is a scripted model
+server speaking the Chat Completions protocol on 127.0.0.1, to test model-driven agents such
+as ``llm`` without a model API (see :mod:`itbench.scripted_model`).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import pytest
 from itbench.domain import Domain, Environment, TrialContext
 from itbench.models import ScenarioSpec, TaskView, TrialResult
 from itbench.ports import UNIT, PortAllocator, PortBlock
+from itbench.scripted_model import Call, Conversation, Fail, Reply, ScriptedModel
 from itbench.tools import Toolbox
 
 if TYPE_CHECKING:
@@ -43,6 +48,9 @@ if TYPE_CHECKING:
     from itbench.catalog import Catalog
 
 __all__ = [
+    "Call",
+    "Conversation",
+    "Fail",
     "LiveProcess",
     "LiveTrial",
     "Step",
@@ -56,7 +64,9 @@ __all__ = [
     "no_leftovers",
     "port_block",
     "processes_under",
+    "Reply",
     "run_scenarios",
+    "ScriptedModel",
     "toolbox_and_task",
     "trial_context",
     "trial_ctx",

@@ -26,6 +26,7 @@ from typing import Any
 from itbench import toolclient
 from itbench.errors import ToolError
 from itbench.models import TaskView
+from itbench.redact import NOTHING, Redactor
 from itbench.toolclient import TOKEN_ENV, URL_ENV, ToolClientError
 from itbench.tools import Toolbox, _jsonable
 
@@ -233,12 +234,13 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Refused(404, f"no such path {self.path}")
         body = self._read_body(self._content_length())
         name, arguments = _parse_call(body)
+        owner = self.server.owner
         try:
-            result = self.server.owner.toolbox.call(name, **arguments)
+            result = owner.toolbox.call(name, **arguments)
         except ToolError as exc:
-            self._send(200, {"ok": False, "error": str(exc)})
+            self._send(200, {"ok": False, "error": owner.redactor.text(str(exc))})
             return
-        self._send(200, {"ok": True, "result": _jsonable(result)})
+        self._send(200, {"ok": True, "result": owner.redactor.data(_jsonable(result))})
 
     def _content_length(self) -> int:
         if "Transfer-Encoding" in self.headers:
@@ -292,13 +294,19 @@ class ToolServer:
         task: the task view served at ``/task``.
         read_timeout: seconds a client has to send a whole request; also the socket timeout
             while answering.
+        redactor: hides harness paths in results and errors.
     """
 
     def __init__(
-        self, toolbox: Toolbox, task: TaskView, read_timeout: float = READ_TIMEOUT
+        self,
+        toolbox: Toolbox,
+        task: TaskView,
+        read_timeout: float = READ_TIMEOUT,
+        redactor: Redactor = NOTHING,
     ) -> None:
         self.toolbox = toolbox
         self.task = task
+        self.redactor = redactor
         self.token = secrets.token_hex(16)
         self.read_timeout = read_timeout
         self._httpd = _HTTPServer(self)

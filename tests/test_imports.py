@@ -20,6 +20,7 @@ PACKAGES = {
     "itbench_sre": REPO / "sre" / "itbench_sre",
     "itbench_ciso": REPO / "ciso" / "itbench_ciso",
     "itbench_finops": REPO / "finops" / "itbench_finops",
+    "itbench_stratus": REPO / "plugins" / "itbench-stratus" / "itbench_stratus",
 }
 DOMAIN_PACKAGES = [p for p in PACKAGES if p != "itbench"]
 

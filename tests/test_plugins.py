@@ -101,7 +101,11 @@ def test_a_plugin_flag_sets_its_trial_option_in_evaluate_and_validate(
         "key": "fail_setup",
         "help": "Make toy setups fail.",
         "choices": ["1"],
+        "switch": False,
     } in listed
+    assert {"flag": "--mcp", "key": "mcp", "switch": True}.items() <= next(
+        o for o in listed if o["flag"] == "--mcp"
+    ).items()
     res = itbench(
         "evaluate", "--agent", "toy/solver", "-s", "toy/healthy", "--fail-setup", "1", "--json"
     )

@@ -1,4 +1,7 @@
-"""Built-in agents: ``noop``, ``oracle``, ``baseline``, ``command`` and the probes."""
+"""Built-in agents and the run flags of the ``llm`` and ``command`` agents.
+
+The agents: ``noop``, ``oracle``, ``baseline``, ``command``, ``llm``, ``human`` and the probes.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +9,14 @@ from pathlib import Path
 
 from itbench import leakprobe
 from itbench.agents import Agent, AgentContext, AgentSpec, BaselineAgent, NoopAgent, OracleAgent
-from itbench.command import CommandAgent
+from itbench.chat import configure as configure_llm
+from itbench.command import MCP_OPTION, CommandAgent
+from itbench.command import configure as configure_command
+from itbench.human import HumanAgent
+from itbench.llm import LlmAgent
 from itbench.markers import hookimpl
 from itbench.models import Submission, TaskView
+from itbench.options import OptionSpec
 from itbench.tools import Toolbox
 
 #: The probe agents ``itbench validate`` runs beside oracle and noop; each must fail.
@@ -53,8 +61,24 @@ def itbench_register_agents() -> list[AgentSpec]:
         AgentSpec(
             "command",
             CommandAgent,
-            "An external program (--option agent_command=...) using tools over HTTP.",
+            "An external program (--option agent_command=...) using tools over HTTP or MCP.",
             sandboxed=True,
+            configure=configure_command,
+        ),
+        AgentSpec(
+            "llm",
+            LlmAgent,
+            "A model behind an OpenAI-compatible Chat Completions API, calling the trial's tools "
+            "(--model NAME, --base-url URL).",
+            sandboxed=True,
+            configure=configure_llm,
+            needs_sandbox=False,
+        ),
+        AgentSpec(
+            "human",
+            HumanAgent,
+            "Waits for a person (or any MCP client) to work the trial through its MCP endpoint "
+            "(itbench mcp --trial-dir DIR).",
         ),
         AgentSpec(
             "probe/leak",
@@ -73,5 +97,27 @@ def itbench_register_agents() -> list[AgentSpec]:
             lambda ctx: DomainProbe(ctx, "thrash"),
             "Acts on everything (restarts, rollbacks, stops) and answers the constant; "
             "every valid scenario fails it.",
+        ),
+    ]
+
+
+@hookimpl
+def itbench_register_options() -> list[OptionSpec]:
+    """The flags of the ``llm`` agent and ``--mcp`` of the ``command`` agent."""
+    return [
+        OptionSpec("model", "llm_model", "llm: the model name the server knows."),
+        OptionSpec("base-url", "llm_base_url", "llm: the Chat Completions server's base URL."),
+        OptionSpec(
+            "api-key-env",
+            "llm_api_key_env",
+            "llm: the environment variable holding the API key (default OPENAI_API_KEY).",
+        ),
+        OptionSpec("temperature", "llm_temperature", "llm: the sampling temperature (default 0)."),
+        OptionSpec("max-steps", "llm_max_steps", "llm: model responses per trial (default 40)."),
+        OptionSpec(
+            "mcp",
+            MCP_OPTION,
+            "command: serve the trial's tools over MCP too and write .mcp.json into the workspace.",
+            switch=True,
         ),
     ]

@@ -8,6 +8,7 @@ import click
 from pydantic import ValidationError
 
 from itbench import __version__, console
+from itbench.cli.agents import export, mcp, trajectory
 from itbench.cli.boards import compare, leaderboard
 from itbench.cli.browse import list_cmd, plugins, show
 from itbench.cli.common import EXIT_USAGE
@@ -37,6 +38,9 @@ for _command in (
     docs,
     new,
     tool,
+    trajectory,
+    export,
+    mcp,
 ):
     cli.add_command(_command)
 

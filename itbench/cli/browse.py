@@ -142,6 +142,7 @@ def plugins(as_json: bool, plugins: tuple[str, ...]) -> None:
                         "key": o.key,
                         "help": o.help,
                         "choices": list(o.choices),
+                        "switch": o.switch,
                     }
                     for o in bench.options.values()
                 ],
@@ -165,8 +166,8 @@ def plugins(as_json: bool, plugins: tuple[str, ...]) -> None:
         console.out.print(f"domains: {', '.join(sorted(bench.domains)) or '–'}", highlight=False)
         console.out.print(f"agents: {', '.join(sorted(bench.agents))}", highlight=False)
         for o in bench.options.values():
-            values = "|".join(o.choices) or "VALUE"
-            console.out.print(f"--{o.name} {values}: {o.help}", highlight=False, markup=False)
+            values = "" if o.switch else " " + ("|".join(o.choices) or "VALUE")
+            console.out.print(f"--{o.name}{values}: {o.help}", highlight=False, markup=False)
     report_problems(bench)
     if problems:
         console.problem(f"{len(problems)} plugin problem(s)")

@@ -1,0 +1,1 @@
+"""A STRATUS-style SRE agent for itbench (see ``itbench_stratus.agent``)."""

@@ -1,0 +1,21 @@
+"""Entry-point module: registers the ``stratus`` agent."""
+
+from __future__ import annotations
+
+from itbench import AgentSpec, hookimpl
+from itbench_stratus.agent import StratusAgent, configure
+
+
+@hookimpl
+def itbench_register_agents() -> list[AgentSpec]:
+    """The STRATUS-style agent, for the SRE domain."""
+    return [
+        AgentSpec(
+            "stratus",
+            StratusAgent,
+            "STRATUS-style SRE agent: detection, diagnosis, mitigation and validation stages on "
+            "the llm agent; a failed mitigation is undone before the next attempt.",
+            domains=["sre"],
+            configure=configure,
+        )
+    ]

@@ -1,0 +1,57 @@
+"""An external agent that uses the official MCP client, configured by the workspace's .mcp.json.
+
+It runs inside the sandbox with /usr/bin/python3; the SDK and its dependencies are in ``lib/``
+beside this file. It lists the tools, reads the cluster, has one submission refused and one
+accepted, and reports what it saw on stderr as one JSON line.
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+
+import httpx2  # noqa: E402
+from mcp import Client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+POLICY = """package compliance
+
+import rego.v1
+
+violations contains {"kind": "Pod", "namespace": pod.metadata.namespace, "name": pod.metadata.name} if {
+\tsome pod in input.items
+\tpod.spec.hostNetwork == true
+}
+"""
+
+
+def transport(entry):
+    if entry["type"] == "http":
+        client = httpx2.AsyncClient(headers=entry["headers"])
+        return streamable_http_client(entry["url"], http_client=client)
+    return StdioServerParameters(command=entry["command"], args=entry["args"], env=entry["env"])
+
+
+async def main() -> None:
+    with open(".mcp.json") as fh:
+        entry = json.load(fh)["mcpServers"]["itbench"]
+    async with Client(transport(entry)) as client:
+        tools = [t.name for t in (await client.list_tools()).tools]
+        pods = await client.call_tool("kubectl_get", {"resource": "pods"})
+        refused = await client.call_tool("submit", {"policy": 5})
+        accepted = await client.call_tool("submit", {"policy": POLICY})
+        seen = {
+            "transport": entry["type"],
+            "tools": tools,
+            "pods": len(json.loads(pods.content[0].text)["items"]),
+            "refused": [refused.is_error, refused.content[0].text],
+            "accepted": [accepted.is_error, accepted.content[0].text],
+            "instructions": client.instructions or "",
+        }
+    sys.stderr.write(json.dumps(seen) + "\n")
+
+
+asyncio.run(main())

@@ -1,0 +1,299 @@
+"""The ``llm`` agent on one scenario of each domain, driven by a scripted Chat Completions server.
+
+Each scenario runs twice, in two runs: with a script whose answers are right (it must pass), then
+with one whose answers are wrong (it must fail). The right scripts also exercise the protocol:
+a 429 before success, parallel tool calls, a malformed tool call, a refused submission. The
+same run feeds the trajectory and inspect export tests.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from itbench.bench import Bench
+from itbench.chat import PriceTable
+from itbench.store import RunStore
+from itbench.testing import Call, Conversation, Fail, Reply, ScriptedModel, run_scenarios
+
+SCENARIOS = {
+    "sre": "sre/smoke-cart-bad-release",
+    "ciso": "ciso/k8s-host-network",
+    "finops": "finops/idle-plain",
+}
+MODEL = "gpt-4o-mini"
+GOOD_POLICY = """package compliance
+
+import rego.v1
+
+violations contains {"kind": "Pod", "namespace": pod.metadata.namespace, "name": pod.metadata.name} if {
+\tsome pod in input.items
+\tpod.spec.hostNetwork == true
+}
+"""
+EVERY_POD = """package compliance
+
+import rego.v1
+
+violations contains {"kind": "Pod", "namespace": pod.metadata.namespace, "name": pod.metadata.name} if {
+\tsome pod in input.items
+}
+"""
+SRE_ANSWER = {
+    "incident": True,
+    "root_causes": ["cart"],
+    "fault_type": "bad_release",
+    "propagation": [["cart", "frontend"], ["cart", "checkout"], ["checkout", "frontend"]],
+}
+
+
+def _domain(conv: Conversation) -> str:
+    tools = set(conv.tools)
+    return "sre" if "rollback" in tools else "ciso" if "evaluate_policy" in tools else "finops"
+
+
+def _aws(tool: str, service: str, operation: str, **params: Any) -> Call:
+    return Call(tool, {"service": service, "operation": operation, "params": params})
+
+
+def _finops_deletes(removable: set[str]) -> Any:
+    """The step that deletes what the three descriptions found, by the names it was told."""
+
+    def step(conv: Conversation) -> Reply:
+        volumes, addresses, balancers = conv.results("aws_describe")[-3:]
+        calls = [
+            *(
+                _aws("aws_call", "ec2", "DeleteVolume", VolumeId=v["VolumeId"])
+                for v in volumes["Volumes"]
+            ),
+            *(
+                _aws("aws_call", "ec2", "ReleaseAddress", AllocationId=a["AllocationId"])
+                for a in addresses["Addresses"]
+            ),
+            *(
+                _aws(
+                    "aws_call", "elbv2", "DeleteLoadBalancer", LoadBalancerArn=b["LoadBalancerArn"]
+                )
+                for b in balancers["LoadBalancers"]
+                if b["LoadBalancerName"] in removable
+            ),
+        ]
+        return Reply(calls)
+
+    return step
+
+
+def scripts(bench: Bench) -> dict[str, list[list[Any]]]:
+    """Per domain: the right script (trial 0), then the wrong one (trial 1)."""
+    spec: Any = bench.catalog.scenarios[SCENARIOS["finops"]]
+    removable = set(spec.truth.removable)
+    kinds = {r.name: r.kind for r in spec.resources}
+    names = {
+        k: sorted(n for n in removable if kinds[n] == k)
+        for k in ("volume", "address", "load_balancer")
+    }
+
+    def by_name(kind: str) -> list[dict[str, Any]]:
+        return [{"Name": "tag:Name", "Values": names[kind]}]
+
+    finops_right = [
+        Reply(
+            [
+                _aws("aws_describe", "ec2", "DescribeVolumes", Filters=by_name("volume")),
+                _aws("aws_describe", "ec2", "DescribeAddresses", Filters=by_name("address")),
+                _aws("aws_describe", "elbv2", "DescribeLoadBalancers"),
+            ]
+        ),
+        _finops_deletes(removable),
+        Reply([Call("submit", {"incident": True, "notes": "removed the idle resources"})]),
+    ]
+    return {
+        "ciso": [
+            [
+                Fail(429, retry_after=0),
+                Reply([Call("kubectl_get", {"resource": "pods"})], content="Looking at the pods."),
+                Reply([Call("evaluate_policy", '{"policy": "package compliance')]),
+                Reply([Call("submit", {"policy": 42})]),
+                Reply([Call("evaluate_policy", {"policy": GOOD_POLICY})]),
+                Reply([Call("submit", {"policy": GOOD_POLICY})]),
+            ],
+            [Reply([Call("submit", {"policy": EVERY_POD})])],
+        ],
+        "sre": [
+            [
+                Reply([Call("alerts", {}), Call("read_config", {"entity": "cart"})]),
+                Reply([Call("rollback", {"service": "cart"})]),
+                Reply([Call("submit", SRE_ANSWER)]),
+            ],
+            [
+                Reply([Call("rollback", {"service": "cart"})]),
+                Reply([Call("submit", {**SRE_ANSWER, "root_causes": ["payment"]})]),
+            ],
+        ],
+        "finops": [finops_right, [Reply([Call("submit", {"incident": False})])]],
+    }
+
+
+class Run:
+    """The module's two runs (right scripts, wrong scripts) and what the model server saw.
+
+    Results are keyed by (scenario, 0) for the right run and (scenario, 1) for the wrong one.
+    """
+
+    def __init__(self, right: Path, wrong: Path, model: ScriptedModel) -> None:
+        self.dir = right
+        self.dirs = (right, wrong)
+        self.stores = (RunStore(right), RunStore(wrong))
+        self.results = {
+            (r.scenario_id, index): r
+            for index, store in enumerate(self.stores)
+            for r in store.results()
+        }
+        self.requests = model.requests
+        self.store = self.stores[0]
+
+    def trial_dir(self, scenario: str, index: int) -> Path:
+        return self.stores[index].trial_dir(self.results[(scenario, index)].handle)
+
+
+@pytest.fixture(scope="module")
+def llm_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    bench = Bench()
+    queues = scripts(bench)
+    base = tmp_path_factory.mktemp("llm")
+    runs = (base / "run-named-after-its-scenarios", base / "wrong-answers")
+
+    def pick(conv: Conversation) -> list[Any]:
+        return queues[_domain(conv)].pop(0)
+
+    with ScriptedModel(pick) as model:
+        for run_dir in runs:  # each script queue holds the right script, then the wrong one
+            run_scenarios(
+                "llm",
+                list(SCENARIOS.values()),
+                run_dir,
+                bench=bench,
+                options={
+                    "llm_model": MODEL,
+                    "llm_base_url": model.url,
+                    "llm_tool_output_chars": 2000,
+                },
+            )
+        assert model.errors == []
+    return Run(*runs, model)
+
+
+def test_right_answers_pass_and_wrong_ones_fail(llm_run: Run) -> None:
+    outcome = {key: (r.status.value, r.error) for key, r in llm_run.results.items()}
+    for scenario in SCENARIOS.values():
+        assert outcome[(scenario, 0)][0] == "passed", outcome
+        assert outcome[(scenario, 1)][0] == "failed", outcome
+
+
+def test_tokens_cost_and_settings_are_recorded(llm_run: Run) -> None:
+    price = PriceTable.load().find(MODEL)
+    assert price is not None
+    for r in llm_run.results.values():
+        responses = r.agent_metrics["model_responses"]
+        assert isinstance(responses, int) and responses >= 1
+        assert r.usage.input_tokens == 100 * responses
+        assert r.usage.output_tokens == 20 * responses
+        assert r.usage.cost_usd == pytest.approx(price.cost(100 * responses, 20 * responses))
+        assert r.labels == []  # the model acts only through the toolbox
+    manifests = [store.read_manifest() for store in llm_run.stores]
+    options = manifests[0].config.options
+    assert options["llm_model"] == MODEL and options["llm_temperature"] == 0.0
+    assert options["llm_max_steps"] == 40
+    # Each trial's requests carry its recorded temperature and its public seed.
+    seeds = {seed for m in manifests for seed in m.seeds.values()}
+    assert {b["seed"] for b in llm_run.requests} == seeds
+    assert {b["temperature"] for b in llm_run.requests} == {0.0}
+
+
+def test_protocol_troubles_are_survived_and_recorded(llm_run: Run) -> None:
+    from itbench.trajectory import read
+
+    trajectory = read(llm_run.trial_dir(SCENARIOS["ciso"], 0))
+    events = [s.name for s in trajectory.steps if s.kind == "event"]
+    assert events == ["retry", "malformed_call", "submit_rejected", "submit"], events
+    tool_messages = [m.content or "" for m in trajectory.messages() if m.role == "tool"]
+    assert tool_messages[0].endswith("narrow the call to see the rest]")
+    assert "[truncated: showing the first 2000 of" in tool_messages[0]
+    assert "not valid JSON" in tool_messages[1]
+    assert "submission refused: policy: Input should be a valid string" in tool_messages[2]
+    assert [s.tool for s in trajectory.tool_steps()] == ["kubectl_get", "evaluate_policy"]
+    assert trajectory.submission is not None and trajectory.submission["policy"] == GOOD_POLICY
+    assert trajectory.version == "1.0" and trajectory.model == MODEL
+    # The model was asked to keep going after the parallel calls of SRE: all answered.
+    sre = read(llm_run.trial_dir(SCENARIOS["sre"], 0))
+    first = sre.messages()[2]
+    assert first.role == "assistant" and [c.name for c in first.tool_calls] == [
+        "alerts",
+        "read_config",
+    ]
+
+
+def test_the_model_is_shown_no_harness_path_or_scenario_name(llm_run: Run, tmp_path: Path) -> None:
+    bench = Bench()
+    seen = json.dumps(llm_run.requests)
+    secrets = {p for d in llm_run.dirs for p in (str(d), d.name, str(d.resolve()))}
+    for scenario in SCENARIOS.values():
+        spec = bench.catalog.scenarios[scenario]
+        secrets |= {spec.id, spec.id.split("/")[1], *filter(None, [spec.title])}
+    for (scenario, index), r in llm_run.results.items():
+        secrets |= {r.trial_id, str(llm_run.trial_dir(scenario, index))}
+    assert not [s for s in secrets if s in seen]
+
+
+def test_trajectory_command_prints_a_trial(llm_run: Run) -> None:
+    from click.testing import CliRunner
+
+    from itbench.cli import cli
+
+    trial = llm_run.trial_dir(SCENARIOS["ciso"], 0)
+    out = CliRunner().invoke(cli, ["trajectory", str(trial)])
+    assert out.exit_code == 0, out.output
+    assert "ciso/k8s-host-network" in out.output and MODEL in out.output
+    assert "retry" in out.output and "kubectl_get" in out.output and "submit" in out.output
+    as_json = CliRunner().invoke(cli, ["trajectory", str(trial), "--json"])
+    assert json.loads(as_json.output)["format"] == "itbench-trajectory"
+    # A run directory is not a trial directory: the answer names its trials.
+    wrong = CliRunner().invoke(cli, ["trajectory", str(llm_run.dir)])
+    assert wrong.exit_code == 2 and "ciso.k8s-host-network__llm__0" in wrong.output
+
+
+def test_inspect_export_is_read_back_by_inspect(llm_run: Run, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from inspect_ai.analysis import samples_df
+    from inspect_ai.log import read_eval_log
+
+    from itbench.cli import cli
+
+    right, wrong = llm_run.dirs
+    out = CliRunner().invoke(
+        cli, ["export", "--format", "inspect", str(right), str(wrong), "--out", str(tmp_path)]
+    )
+    assert out.exit_code == 0, out.output
+    logs = {}
+    for path in tmp_path.glob("*.eval"):
+        log = read_eval_log(str(path))
+        assert log.status == "success" and log.eval.model == MODEL
+        assert log.samples is not None and len(log.samples) == 3
+        assert log.results is not None
+        logs[log.results.scores[0].metrics["accuracy"].value] = (path, log)
+    assert sorted(logs) == [0.0, 1.0]
+    path, log = logs[1.0]
+    assert log.samples is not None
+    ciso = {s.id: s for s in log.samples}[SCENARIOS["ciso"]]
+    assert ciso.epoch == 1 and ciso.scores is not None and ciso.scores["itbench"].value == 1.0
+    roles = [m.role for m in ciso.messages]
+    assert roles[:3] == ["system", "user", "assistant"] and "tool" in roles
+    assert (
+        ciso.model_usage[MODEL].input_tokens
+        == llm_run.results[(SCENARIOS["ciso"], 0)].usage.input_tokens
+    )
+    frame = samples_df(str(path))
+    assert len(frame) == 3
