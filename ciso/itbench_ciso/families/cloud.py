@@ -215,7 +215,7 @@ class CloudRuntime(Runtime):
         answers = dict(
             zip(
                 ok,
-                self.engine.evaluate(
+                self.engine.judge_query(
                     modules, f"data.{PACKAGE}.{RULE}", [collected[n].evidence for n in ok]
                 ),
                 strict=True,

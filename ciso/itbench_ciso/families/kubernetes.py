@@ -141,7 +141,7 @@ class KubernetesRuntime(Runtime):
         error = self.compile_policy(modules)
         if error is not None:
             return self._nothing(start, error, compiles=False)
-        verdicts = self.engine.evaluate(
+        verdicts = self.engine.judge_query(
             modules, f"data.{PACKAGE}.{RULE}", [v.data for v in self.hidden]
         )
         flagged: list[set[str] | None] = [
@@ -227,7 +227,7 @@ class UpdateRuntime(KubernetesRuntime):
         others = [c for c in pset if c != self.spec.changed]
         queries = [f"data.{package_of(pset, c)}.{RULE}" for c in [self.spec.changed, *others]]
         try:
-            rows = self.engine.evaluate_queries(policies, queries, docs)
+            rows = self.engine.judge(policies, queries, docs)
         except PolicyError as exc:
             return self._nothing(start, str(exc), compiles=False)
         answers = [row[0] for row in rows]
@@ -261,7 +261,7 @@ class UpdateRuntime(KubernetesRuntime):
         """What the unchanged policies flag on each hidden variant (computed once)."""
         if self._before is None:
             queries = [f"data.{package_of(self.spec.policy_set, c)}.{RULE}" for c in others]
-            rows = self.engine.evaluate_queries(self.original(), queries, docs)
+            rows = self.engine.judge(self.original(), queries, docs)
             self._before = [[flagged_ids(r.value) for r in row] for row in rows]
         return self._before
 
