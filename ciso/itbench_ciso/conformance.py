@@ -144,7 +144,12 @@ _MSG = 'msg := sprintf("MaxAuthTries is %v, must be 4 or less", [v])'
 CASES: list[Case] = [
     # --- sprintf: each verb, on literals and on values taken from the input ------------------
     Case("sprintf %v string literal", 'x := sprintf("%v", ["abc"])', "abc"),
-    Case("sprintf %v string from input", 'x := sprintf("value %v", [input.s])', "value ab c", {"s": "ab c"}),
+    Case(
+        "sprintf %v string from input",
+        'x := sprintf("value %v", [input.s])',
+        "value ab c",
+        {"s": "ab c"},
+    ),
     Case("sprintf %s string from input", 'x := sprintf("<%s>", [input.s])', "<a b>", {"s": "a b"}),
     Case(
         "sprintf %v of a string holding quotes",
@@ -154,7 +159,7 @@ CASES: list[Case] = [
     ),
     Case(
         "sprintf %v of a regex.split part",
-        f'x := msg if {{\n\tparts := regex.split(`\\s+`, input.line)\n\tv := parts[1]\n\t{_MSG}\n}}',
+        f"x := msg if {{\n\tparts := regex.split(`\\s+`, input.line)\n\tv := parts[1]\n\t{_MSG}\n}}",
         "MaxAuthTries is 10, must be 4 or less",
         {"line": "MaxAuthTries 10"},
     ),
@@ -187,8 +192,13 @@ CASES: list[Case] = [
     Case("escaped backslash", 'x := count("a\\\\b")', 3),
     Case("unicode escape", 'x := "caf\\u00e9"', "café"),
     Case("raw string keeps backslashes", "x := count(`a\\nb`)", 4),
-    Case("raw string regex", "x := regex.match(`^\\d+$`, \"123\")", True),
-    Case("split on input newlines", 'x := split(input.text, "\\n")', ["a", "b", ""], {"text": "a\nb\n"}),
+    Case("raw string regex", 'x := regex.match(`^\\d+$`, "123")', True),
+    Case(
+        "split on input newlines",
+        'x := split(input.text, "\\n")',
+        ["a", "b", ""],
+        {"text": "a\nb\n"},
+    ),
     Case("string equality with quotes", 'x := input.s == "a\\"b"', True, {"s": 'a"b'}),
     Case("concat", 'x := concat(", ", ["a", "b"])', "a, b"),
     # --- comprehensions --------------------------------------------------------------------------
@@ -209,11 +219,13 @@ CASES: list[Case] = [
     ),
     Case(
         "some i, v in over an array inside a comprehension",
-        "x := [i | some i, v in input.l; v == \"b\"]",
+        'x := [i | some i, v in input.l; v == "b"]',
         [1],
         {"l": ["a", "b"]},
     ),
-    Case("nested comprehension", "x := [[y | some y in l] | some l in [[1], [2, 3]]]", [[1], [2, 3]]),
+    Case(
+        "nested comprehension", "x := [[y | some y in l] | some l in [[1], [2, 3]]]", [[1], [2, 3]]
+    ),
     Case(
         "comprehension over input items",
         'x := {p.name | some p in input.items; p.ns == "default"}',
@@ -230,7 +242,7 @@ CASES: list[Case] = [
     Case("in object checks values", 'x := ["a" in {"a": 1}, 1 in {"a": 1}]', [False, True]),
     Case("not in", 'x if not "z" in input.l', True, {"l": ["a"]}),
     Case("some in with index", 'x := {i | some i, v in ["a", "b", "a"]; v == "a"}', Set((0, 2))),
-    Case("some x in object iterates values", "x := [v | some v in {\"a\": 1}]", [1]),
+    Case("some x in object iterates values", 'x := [v | some v in {"a": 1}]', [1]),
     # --- else, default, functions ----------------------------------------------------------------
     Case(
         "else chain",
@@ -238,9 +250,11 @@ CASES: list[Case] = [
         ["big", "small"],
     ),
     Case("default value", "default x := 0\n\nx := 1 if input.on", 0, {"on": False}),
-    Case("function with several definitions", "f(1) := \"one\"\n\nf(2) := \"two\"\n\nx := f(2)", "two"),
+    Case("function with several definitions", 'f(1) := "one"\n\nf(2) := "two"\n\nx := f(2)', "two"),
     Case("undefined rule", "x := input.missing.deeper", UNDEFINED),
-    Case("object.get with default", 'x := object.get(input, ["a", "b"], "none")', "none", {"a": {}}),
+    Case(
+        "object.get with default", 'x := object.get(input, ["a", "b"], "none")', "none", {"a": {}}
+    ),
     # --- sets and objects ------------------------------------------------------------------------
     Case("empty braces are an object", "x := [is_object({}), is_set(set())]", [True, True]),
     Case("set union", "x := {1, 2} | {2, 3}", Set((1, 2, 3))),
@@ -253,14 +267,23 @@ CASES: list[Case] = [
         Set(({"name": "a"}, {"name": "b"})),
         {"names": ["b", "a", "a"]},
     ),
-    Case("partial object rule", "x[k] := count(v) if some k, v in input.o", {"a": 2}, {"o": {"a": [1, 2]}}),
+    Case(
+        "partial object rule",
+        "x[k] := count(v) if some k, v in input.o",
+        {"a": 2},
+        {"o": {"a": [1, 2]}},
+    ),
     Case("object.keys is a set", 'x := object.keys({"a": 1, "b": 2})', Set(("a", "b"))),
     Case("count of a set", "x := count({1, 1, 2})", 2),
     Case("numbers equal across int and float", "x := 1 == 1.0", True),
     # --- string built-ins ------------------------------------------------------------------------
     Case("lower and upper", 'x := [lower("AbC"), upper("a")]', ["abc", "A"]),
     Case("trim_space", 'x := trim_space("  a b \\t")', "a b"),
-    Case("startswith and endswith", 'x := [startswith("abc", "ab"), endswith("abc", "bc")]', [True, True]),
+    Case(
+        "startswith and endswith",
+        'x := [startswith("abc", "ab"), endswith("abc", "bc")]',
+        [True, True],
+    ),
     Case("contains", 'x := contains("a=b", "=")', True),
     Case("replace", 'x := replace("a-b-c", "-", "_")', "a_b_c"),
     Case("substring", 'x := substring("abcdef", 2, 3)', "cde"),
@@ -270,7 +293,7 @@ CASES: list[Case] = [
     Case("strings.replace_n", 'x := strings.replace_n({"a": "1", "b": "2"}, "ab")', "12"),
     # --- regular expressions ---------------------------------------------------------------------
     Case("regex.match", 'x := regex.match("^Port\\\\s+22$", "Port 22")', True),
-    Case("regex.split", "x := regex.split(`[\\s=]+`, \"Key = value\")", ["Key", "value"]),
+    Case("regex.split", 'x := regex.split(`[\\s=]+`, "Key = value")', ["Key", "value"]),
     Case("regex.find_n", 'x := regex.find_n("[0-9]+", "a1b22c", -1)', ["1", "22"]),
     Case("regex.replace", 'x := regex.replace("a1b2", "[0-9]", "")', "ab"),
     Case(
@@ -294,7 +317,11 @@ CASES: list[Case] = [
     Case("bits.and", "x := bits.and(6, 3)", 2),
     Case("comparison of a number from input", "x if input.n <= 4", True, {"n": 4}),
     # --- time --------------------------------------------------------------------------------------
-    Case("time.parse_rfc3339_ns", 'x := time.parse_rfc3339_ns("2024-01-02T03:04:05Z")', 1704164645000000000),
+    Case(
+        "time.parse_rfc3339_ns",
+        'x := time.parse_rfc3339_ns("2024-01-02T03:04:05Z")',
+        1704164645000000000,
+    ),
     Case("time.date", "x := time.date(0)", [1970, 1, 1]),
     Case("time.parse_duration_ns", 'x := time.parse_duration_ns("1h")', 3600000000000),
     Case("time.weekday", "x := time.weekday(0)", "Thursday"),
@@ -305,18 +332,32 @@ CASES: list[Case] = [
         [0, 0, 1, 1, 1, 1],
     ),
     # --- JSON and other encodings ---------------------------------------------------------------
-    Case("json.unmarshal", 'x := json.unmarshal(input.doc)', {"a": [1, 2]}, {"doc": '{"a":[1,2]}'}),
+    Case("json.unmarshal", "x := json.unmarshal(input.doc)", {"a": [1, 2]}, {"doc": '{"a":[1,2]}'}),
     Case("json.marshal", 'x := json.marshal({"a": [1, "b"]})', '{"a":[1,"b"]}'),
     Case("json.is_valid", 'x := [json.is_valid("{}"), json.is_valid("{")]', [True, False]),
     Case("yaml.unmarshal", 'x := yaml.unmarshal("a: 1\\nb: [x]")', {"a": 1, "b": ["x"]}),
     Case("base64 round trip", 'x := base64.decode(base64.encode("hi"))', "hi"),
-    Case("json.patch", 'x := json.patch({"a": 1}, [{"op": "add", "path": "/b", "value": 2}])', {"a": 1, "b": 2}),
-    Case("walk", 'x := [p | walk(input, [p, v]); v == 2]', [["a", "b"]], {"a": {"b": 2}}),
+    Case(
+        "json.patch",
+        'x := json.patch({"a": 1}, [{"op": "add", "path": "/b", "value": 2}])',
+        {"a": 1, "b": 2},
+    ),
+    Case("walk", "x := [p | walk(input, [p, v]); v == 2]", [["a", "b"]], {"a": {"b": 2}}),
     # --- errors of the policy (OPA halts evaluation) ---------------------------------------------
-    Case("conflicting values of a complete rule", "x := 1 if input.a\n\nx := 2 if input.b", ERROR, {"a": True, "b": True}),
+    Case(
+        "conflicting values of a complete rule",
+        "x := 1 if input.a\n\nx := 2 if input.b",
+        ERROR,
+        {"a": True, "b": True},
+    ),
     Case("function with two outputs", "f(_) := 1\n\nf(_) := 2\n\nx := f(0)", ERROR),
     Case("call of an unknown function", "x := no.such_function(1)", ERROR),
-    Case("to_number of a word (strict built-in errors)", 'x := to_number(input.s)', ERROR, {"s": "ten"}),
+    Case(
+        "to_number of a word (strict built-in errors)",
+        "x := to_number(input.s)",
+        ERROR,
+        {"s": "ten"},
+    ),
     Case("division by zero (strict built-in errors)", "x := input.n / 0", ERROR, {"n": 1}),
     Case("count of a number (type error)", "x := count(input.n)", ERROR, {"n": 1}),
     Case("syntax error", "x := [1, 2", ERROR),

@@ -139,7 +139,9 @@ class PolicyEngine(ABC):
 
 
 #: A policy every working engine evaluates to ``true`` on any input (the judge's health check).
-HEALTH_POLICY = "package itbench_health\n\nimport rego.v1\n\nok if count([x | walk(input, x)]) > 0\n"
+HEALTH_POLICY = (
+    "package itbench_health\n\nimport rego.v1\n\nok if count([x | walk(input, x)]) > 0\n"
+)
 HEALTH_QUERY = "data.itbench_health.ok"
 
 
@@ -199,7 +201,7 @@ class WorkerEngine(PolicyEngine):
         import tempfile
 
         # What the engine prints (and the allocator's last words) end up here.
-        self._errors = tempfile.TemporaryFile()
+        self._errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed by _stop
         argv = [sys.executable, "-I", "-m", "itbench_ciso.regoworker", self.name]
         try:
             proc = subprocess.Popen(  # noqa: S603 - our own worker module
@@ -449,14 +451,18 @@ class OpaEngine(PolicyEngine):
                         )
                         body = resp.json()
                     except Exception as exc:
-                        out.append(Verdict(error=f"{type(exc).__name__}: {exc}", kind=ENGINE_FAILURE))
+                        out.append(
+                            Verdict(error=f"{type(exc).__name__}: {exc}", kind=ENGINE_FAILURE)
+                        )
                         continue
                     if resp.status_code == 500 and body.get("code") == "internal_error":
                         # OPA reports a policy's runtime errors (conflicts, built-in errors)
                         # as internal errors with the policy's location in the message.
                         out.append(Verdict(error=str(body.get("message", body)), kind=POLICY_FAULT))
                     elif resp.status_code != 200:
-                        out.append(Verdict(error=str(body.get("message", body)), kind=ENGINE_FAILURE))
+                        out.append(
+                            Verdict(error=str(body.get("message", body)), kind=ENGINE_FAILURE)
+                        )
                     else:
                         out.append(Verdict(value=body.get("result")))
             finally:

@@ -7,8 +7,8 @@ from typing import Any
 
 from itbench import Environment, InfrastructureError, Tool, TrialContext
 from itbench_ciso.engine import (
-    POLICY_TIMEOUT,
     DEFAULT_ENGINE,
+    POLICY_TIMEOUT,
     OpaEngine,
     OpaServer,
     PolicyEngine,

@@ -246,7 +246,7 @@ def _regopy_errors(impl: Any) -> str:
     """``code: message`` of each error of a failed rego-cpp query (read from its node tree)."""
     from regopy import NodeKind
     from regopy.output import rego_output_node
-    from regopy.rego_shared import (  # type: ignore[import-untyped]
+    from regopy.rego_shared import (
         rego_node_get,
         rego_node_size,
         rego_node_type,
