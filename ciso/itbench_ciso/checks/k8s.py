@@ -563,8 +563,9 @@ _MASTERS = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "s
 
 
 def _sa_automount(value: bool | None, pod_value: bool | None, kind: str = "Pod") -> Factory:
-    """A workload whose own field is ``pod_value`` (None: absent) using a new service
-    account whose field is ``value`` (None: absent).
+    """A workload and its new service account with the given automount fields (None: absent).
+
+    ``pod_value`` is the workload's own field, ``value`` the service account's.
     """
 
     def apply(cl: Cluster) -> None:
