@@ -306,6 +306,10 @@ CASES: list[Case] = [
     # --- numbers ---------------------------------------------------------------------------------
     Case("to_number integer", 'x := to_number("42")', 42),
     Case("to_number float", 'x := to_number("4.5")', 4.5),
+    Case("to_number with leading zeros", "x := to_number(input.uid)", 7, {"uid": "007"}),
+    Case("to_number with a sign", 'x := [to_number("+1"), to_number("-2")]', [1, -2]),
+    Case("to_number of a padded string", 'x := to_number(" 1")', ERROR),
+    Case("to_number of null and booleans", "x := [to_number(null), to_number(true)]", [0, 1]),
     Case("division gives a fraction", "x := 7 / 2", 3.5),
     Case("remainder", "x := 7 % 3", 1),
     Case("round", "x := [round(2.4), round(2.6)]", [2, 3]),
