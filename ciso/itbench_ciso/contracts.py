@@ -52,7 +52,7 @@ KUBERNETES = FamilyContract(
     ),
     contract=(
         "Submit `policy`: a Rego v1 module (`package compliance`, `import rego.v1`). Its "
-        "input is the document `kubectl get namespaces,pods,deployments,services,"
+        "input is the document `kubectl get namespaces,pods,deployments,cronjobs,services,"
         "serviceaccounts,configmaps,networkpolicies,roles,rolebindings,clusterroles,"
         "clusterrolebindings --all-namespaces -o json` prints (`input.items` are the objects "
         "of every kind). It must define the set `violations` holding one entry per violating "

@@ -11,6 +11,7 @@ of a check are shown in the visible snapshot only; hidden snapshots use the othe
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 import re
 from collections.abc import Callable
@@ -46,6 +47,8 @@ templated := {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
 pod_spec(o) := o.spec if o.kind == "Pod"
 
 pod_spec(o) := o.spec.template.spec if o.kind in templated
+
+pod_spec(o) := o.spec.jobTemplate.spec.template.spec if o.kind == "CronJob"
 
 containers(spec) := array.concat(
 	array.concat(object.get(spec, "containers", []), object.get(spec, "initContainers", [])),
@@ -214,6 +217,11 @@ def pod(*fns: SpecFn, namespace: str | None = None) -> Factory:
 def deploy(*fns: SpecFn, namespace: str | None = None) -> Factory:
     """A new application whose deployment template (and replica pod) gets ``fns``."""
     return lambda cl: _ignore(cl.workload("Deployment", both(*fns), namespace))
+
+
+def cron(*fns: SpecFn, namespace: str | None = None) -> Factory:
+    """A new application whose cron job's pod template gets ``fns``."""
+    return lambda cl: _ignore(cl.workload("CronJob", both(*fns), namespace))
 
 
 def _ignore(_: Any) -> None:
@@ -1787,6 +1795,18 @@ unpinned(image) if {
                 )
             ),
             "init container complete": deploy(on("init")),
+            "numeric cpu values": pod(
+                on(
+                    "main",
+                    field_set(
+                        resources={
+                            "limits": {"cpu": 2, "memory": "2Gi"},
+                            "requests": {"cpu": 1, "memory": "1Gi"},
+                        }
+                    ),
+                )
+            ),
+            "ephemeral container (no resources allowed)": deploy(on("ephemeral")),
         },
     ),
     K8sCheck(
@@ -1820,10 +1840,51 @@ unpinned(image) if {
                 on("init", sc(privileged=True)), namespace="kube-system"
             ),
             "unprivileged": pod(on("main", sc(privileged=False))),
+            "privileged deployment in kube-system": deploy(
+                on("sidecar", sc(privileged=True)), namespace="kube-system"
+            ),
+            "privileged cron job in kube-system": cron(
+                on("main", sc(privileged=True)), namespace="kube-system"
+            ),
         },
     ),
 ]
 
+#: A violation in a cron job's pod template for every workload check (hidden snapshots only).
+_IN_CRON_JOBS: dict[str, SpecFn] = {
+    "k8s-host-namespaces": spec_set(hostNetwork=True),
+    "k8s-privileged": on("main", sc(privileged=True)),
+    "k8s-privilege-escalation": on("main", sc(allowPrivilegeEscalation=True)),
+    "k8s-run-as-non-root": psc(runAsNonRoot=None),
+    "k8s-added-capabilities": on("main", caps(add=["SYS_ADMIN"])),
+    "k8s-capabilities-drop-all": on("main", caps(drop=["NET_RAW"])),
+    "k8s-host-path": volume({"name": "backup", "hostPath": {"path": "/var/lib/etcd"}}),
+    "k8s-seccomp": psc(seccompProfile={"type": "Unconfined"}),
+    "k8s-image-tag": on("main", field_set(image="postgres:latest")),
+    "k8s-resource-limits": on("main", field_set(resources={"requests": {"cpu": "1"}})),
+    "k8s-secret-env": on("main", env_from({"secretRef": {"name": "backup-credentials"}})),
+    "k8s-host-ports": on("main", field_set(ports=[{"containerPort": 9000, "hostPort": 9000}])),
+    "k8s-readonly-rootfs": on("main", sc(readOnlyRootFilesystem=False)),
+    "k8s-default-service-account": spec_set(serviceAccountName=None),
+    "k8s-automount-token": spec_set(automountServiceAccountToken=True),
+    "k8s-image-registry": on("main", field_set(image="quay.io/backup/restic:0.16.4")),
+    "k8s-limits-and-requests": on(
+        "main", field_set(resources={"limits": {"cpu": "1", "memory": "1Gi"}})
+    ),
+    "k8s-privileged-except-system": on("main", sc(privileged=True)),
+    "k8s-host-network": spec_set(hostNetwork=True),
+}
+
+
+def _with_cron_job(check: K8sCheck) -> K8sCheck:
+    fn = _IN_CRON_JOBS.get(check.id)
+    if fn is None:
+        return check
+    return dataclasses.replace(check, bad={**check.bad, "in a cron job": cron(fn)})
+
+
+CHECKS = [_with_cron_job(c) for c in CHECKS]
+UPDATE_ONLY = [_with_cron_job(c) for c in UPDATE_ONLY]
 LIBRARY = CHECKS + UPDATE_ONLY
 _BY_ID = {c.id: c for c in LIBRARY}
 
@@ -1918,7 +1979,7 @@ def variants(
         for lbl, fn in list(_BY_ID[c].bad.items())
     ]
     visible = _variant("visible", visible_rng, used, check, [bad[0], near[0]], 1)
-    hidden_bad, hidden_near = bad[1:], near[1:]
+    hidden_bad, hidden_near = _rotated(rng, bad[1:]), _rotated(rng, near[1:])
     clean: list[Variant] = []
     for i in range(compliant):
         picks = [hidden_near[(2 * i + j) % len(hidden_near)] for j in range(2)]
@@ -1939,6 +2000,12 @@ def variants(
     for i, v in enumerate(hidden):
         v.name = f"v{i + 1}"
     return visible, hidden
+
+
+def _rotated(rng: random.Random, items: list[Any]) -> list[Any]:
+    """``items`` from a random start (each trial leads with other mutations)."""
+    k = rng.randrange(len(items)) if items else 0
+    return items[k:] + items[:k]
 
 
 def _keep(

@@ -58,6 +58,7 @@ def meta(kind: str, name: str, namespace: str | None = None, **extra: Any) -> Ob
     """An object's head: apiVersion, kind and metadata."""
     api = {
         "Deployment": "apps/v1",
+        "CronJob": "batch/v1",
         "NetworkPolicy": "networking.k8s.io/v1",
         "Role": "rbac.authorization.k8s.io/v1",
         "ClusterRole": "rbac.authorization.k8s.io/v1",
@@ -80,6 +81,9 @@ def pod_spec_of(obj: Obj) -> dict[str, Any] | None:
     if obj["kind"] in TEMPLATED:
         tmpl: dict[str, Any] = obj["spec"]["template"]["spec"]
         return tmpl
+    if obj["kind"] == "CronJob":
+        job: dict[str, Any] = obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        return job
     return None
 
 
@@ -222,7 +226,7 @@ class Cluster:
         mutate: Callable[[dict[str, Any]], None] | None = None,
         namespace: str | None = None,
     ) -> Obj:
-        """A new application's workload (a pod, or a deployment and its replica pod).
+        """A new application's workload (a pod, a deployment and its replica pod, a cron job).
 
         ``mutate`` changes the pod spec (the template's, which the replica pod copies).
         Returns the pod or the deployment.
@@ -244,6 +248,22 @@ class Cluster:
         name = self.unique(app)
         template_spec = copy.deepcopy(spec)
         template_spec.pop("nodeName", None)
+        if kind == "CronJob":
+            template_spec["restartPolicy"] = "OnFailure"
+            job = {
+                **meta("CronJob", name, ns, labels={"app": app}),
+                "spec": {
+                    "schedule": f"{self.rng.randint(0, 59)} {self.rng.randint(0, 23)} * * *",
+                    "concurrencyPolicy": "Forbid",
+                    "jobTemplate": {
+                        "spec": {
+                            "template": {"metadata": {"labels": labels}, "spec": template_spec}
+                        }
+                    },
+                },
+            }
+            self.add(job)
+            return job
         dep = {
             **meta(kind, name, ns, labels={"app": app}),
             "spec": {
@@ -364,6 +384,7 @@ class Cluster:
             "Namespace",
             "Pod",
             "Deployment",
+            "CronJob",
             "Service",
             "ServiceAccount",
             "ConfigMap",

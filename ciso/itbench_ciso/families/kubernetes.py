@@ -20,6 +20,7 @@ RESOURCES = {
     "Namespace": ("namespaces", "namespace", "ns"),
     "Pod": ("pods", "pod", "po"),
     "Deployment": ("deployments", "deployment", "deploy"),
+    "CronJob": ("cronjobs", "cronjob", "cj"),
     "Service": ("services", "service", "svc"),
     "ServiceAccount": ("serviceaccounts", "serviceaccount", "sa"),
     "ConfigMap": ("configmaps", "configmap", "cm"),
@@ -127,7 +128,7 @@ class KubernetesRuntime(Runtime):
         def kubectl_get(resource: str = "all", namespace: str | None = None) -> dict[str, Any]:
             """Return what `kubectl get <resource> [-n NS | -A] -o json` prints for the cluster.
 
-            resource: a resource name or short name (pods, deployments, services,
+            resource: a resource name or short name (pods, deployments, cronjobs, services,
             serviceaccounts, configmaps, networkpolicies, namespaces, roles, rolebindings,
             clusterroles, clusterrolebindings), several separated by commas, or `all` for every
             object of the snapshot (the policy's input). namespace None means all namespaces.
