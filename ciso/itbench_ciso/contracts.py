@@ -109,7 +109,8 @@ CLOUD = FamilyContract(
         "`{{ evidence_file }}`. The policy gets an account's evidence as `input` and must define "
         "the set `violations`: non-empty exactly when the account does not meet the requirement. "
         "Collectors and playbooks run with a time limit, may write only in their own run "
-        "directory and reach only the endpoint."
+        "directory and reach only the endpoint. The task context lists the regions the "
+        "accounts operate in."
     ),
 )
 

@@ -14,12 +14,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from itbench_ciso.checks.base import Check, Variant
+from itbench_ciso.checks.base import Check, Variant, rotated
 
 Plan = dict[str, Any]
 Mutation = Callable[[Plan], None]
 
 PUBLIC_ACLS = ("public-read", "public-read-write", "authenticated-read")
+#: The account's second region.
+OTHER_REGION = "eu-west-1"
+#: The regions every account operates in (the task context names them).
+REGIONS = ("us-east-1", OTHER_REGION)
+#: Event selectors of a trail that records every management event.
+ALL_MANAGEMENT = [{"ReadWriteType": "All", "IncludeManagementEvents": True}]
+FULL_BLOCK = {
+    "BlockPublicAcls": True,
+    "IgnorePublicAcls": True,
+    "BlockPublicPolicy": True,
+    "RestrictPublicBuckets": True,
+}
 
 
 def _bucket(name: str, **kw: Any) -> dict[str, Any]:
@@ -69,17 +81,31 @@ def clean_account() -> Plan:
         ],
         "password_policy": {"MinimumPasswordLength": 14, "RequireSymbols": True},
         "trails": [{"name": "org-trail", "multi_region": True, "logging": True}],
+        # Resources of a second region the account uses.
+        "regions": {
+            OTHER_REGION: {
+                "security_groups": [
+                    {
+                        "name": "replica-web",
+                        "rules": [{"proto": "tcp", "from": 443, "to": 443, "cidr": "0.0.0.0/0"}],
+                    }
+                ],
+                "volumes": [{"size": 50, "encrypted": True}],
+                "ebs_default_encryption": True,
+            }
+        },
     }
 
 
 # --- seeding ---------------------------------------------------------------------------------
 
 
-def seed(clients: Callable[[str], Any], plan: Plan, suffix: str) -> None:
+def seed(clients: Callable[..., Any], plan: Plan, suffix: str) -> None:
     """Create ``plan`` in the account the ``clients`` factory talks to.
 
     Args:
-        clients: Service name -> boto3 client of the account.
+        clients: (service name, region) -> boto3 client of the account (the region defaults
+            to the endpoint's).
         plan: The account plan.
         suffix: Appended to bucket names (bucket names are global).
     """
@@ -107,29 +133,9 @@ def seed(clients: Callable[[str], Any], plan: Plan, suffix: str) -> None:
             s3.put_bucket_versioning(
                 Bucket=name, VersioningConfiguration={"Status": b["versioning"]}
             )
-    ec2 = clients("ec2")
-    vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
-    for sg in plan["security_groups"]:
-        gid = ec2.create_security_group(
-            GroupName=sg["name"], Description=f"{sg['name']} tier", VpcId=vpc
-        )["GroupId"]
-        perms = []
-        unique = {tuple(sorted(r.items())): r for r in sg["rules"]}
-        for r in unique.values():
-            perm: dict[str, Any] = {"IpProtocol": r["proto"]}
-            if r["proto"] != "-1":
-                perm.update(FromPort=r["from"], ToPort=r["to"])
-            if ":" in r["cidr"]:
-                perm["Ipv6Ranges"] = [{"CidrIpv6": r["cidr"]}]
-            else:
-                perm["IpRanges"] = [{"CidrIp": r["cidr"]}]
-            perms.append(perm)
-        if perms:
-            ec2.authorize_security_group_ingress(GroupId=gid, IpPermissions=perms)
-    for v in plan["volumes"]:
-        ec2.create_volume(AvailabilityZone="us-east-1a", Size=v["size"], Encrypted=v["encrypted"])
-    if plan["ebs_default_encryption"]:
-        ec2.enable_ebs_encryption_by_default()
+    _seed_region(clients("ec2"), plan)
+    for region, extra in plan.get("regions", {}).items():
+        _seed_region(clients("ec2", region), extra)
     iam = clients("iam")
     for u in plan["users"]:
         iam.create_user(UserName=u["name"])
@@ -157,8 +163,38 @@ def seed(clients: Callable[[str], Any], plan: Plan, suffix: str) -> None:
         ct.create_trail(
             Name=t["name"], S3BucketName=trail_bucket, IsMultiRegionTrail=t["multi_region"]
         )
+        ct.put_event_selectors(
+            TrailName=t["name"], EventSelectors=t.get("selectors", ALL_MANAGEMENT)
+        )
         if t["logging"]:
             ct.start_logging(Name=t["name"])
+
+
+def _seed_region(ec2: Any, part: Plan) -> None:
+    """Security groups, volumes and the EBS default of one region."""
+    vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
+    for sg in part["security_groups"]:
+        gid = ec2.create_security_group(
+            GroupName=sg["name"], Description=f"{sg['name']} tier", VpcId=vpc
+        )["GroupId"]
+        perms = []
+        unique = {tuple(sorted(r.items())): r for r in sg["rules"]}
+        for r in unique.values():
+            perm: dict[str, Any] = {"IpProtocol": r["proto"]}
+            if r["proto"] != "-1":
+                perm.update(FromPort=r["from"], ToPort=r["to"])
+            if ":" in r["cidr"]:
+                perm["Ipv6Ranges"] = [{"CidrIpv6": r["cidr"]}]
+            else:
+                perm["IpRanges"] = [{"CidrIp": r["cidr"]}]
+            perms.append(perm)
+        if perms:
+            ec2.authorize_security_group_ingress(GroupId=gid, IpPermissions=perms)
+    for v in part["volumes"]:
+        zone = f"{ec2.meta.region_name}a"
+        ec2.create_volume(AvailabilityZone=zone, Size=v["size"], Encrypted=v["encrypted"])
+    if part["ebs_default_encryption"]:
+        ec2.enable_ebs_encryption_by_default()
 
 
 # --- reference collector -----------------------------------------------------------------------
@@ -192,9 +228,10 @@ def collect_buckets():
 """,
     "security_groups": """
 def collect_security_groups():
-    ec2 = boto3.client("ec2")
     out = []
-    for sg in ec2.describe_security_groups()["SecurityGroups"]:
+    for region in regions():
+      ec2 = boto3.client("ec2", region_name=region)
+      for sg in ec2.describe_security_groups()["SecurityGroups"]:
         rules = []
         for p in sg.get("IpPermissions", []):
             rules.append({
@@ -204,18 +241,21 @@ def collect_security_groups():
                 "cidrs": [r["CidrIp"] for r in p.get("IpRanges", [])]
                 + [r["CidrIpv6"] for r in p.get("Ipv6Ranges", [])],
             })
-        out.append({"id": sg["GroupId"], "name": sg["GroupName"], "ingress": rules})
+        out.append({"id": sg["GroupId"], "name": sg["GroupName"], "region": region,
+                    "ingress": rules})
     return out
 """,
     "volumes": """
 def collect_volumes():
-    ec2 = boto3.client("ec2")
-    return [{"id": v["VolumeId"], "encrypted": v["Encrypted"]}
-            for v in ec2.describe_volumes()["Volumes"]]
+    return [{"id": v["VolumeId"], "region": region, "encrypted": v["Encrypted"]}
+            for region in regions()
+            for v in boto3.client("ec2", region_name=region).describe_volumes()["Volumes"]]
 """,
     "ebs_default": """
 def collect_ebs_default():
-    return boto3.client("ec2").get_ebs_encryption_by_default()["EbsEncryptionByDefault"]
+    return {region: boto3.client("ec2", region_name=region)
+            .get_ebs_encryption_by_default()["EbsEncryptionByDefault"]
+            for region in regions()}
 """,
     "users": """
 def collect_users():
@@ -249,8 +289,9 @@ def collect_trails():
     out = []
     for t in ct.describe_trails()["trailList"]:
         status = ct.get_trail_status(Name=t["TrailARN"])
+        selectors = ct.get_event_selectors(TrailName=t["TrailARN"]).get("EventSelectors", [])
         out.append({"name": t["Name"], "multi_region": t.get("IsMultiRegionTrail", False),
-                    "logging": status.get("IsLogging", False)})
+                    "logging": status.get("IsLogging", False), "selectors": selectors})
     return out
 """,
 }
@@ -262,7 +303,9 @@ def collector_for(sections: tuple[str, ...]) -> str:
     calls = ",\n".join(f'        "{s}": collect_{s}()' for s in sections)
     return (
         '"""Collect account evidence with boto3; the endpoint comes from AWS_ENDPOINT_URL."""\n\n'
-        "import json\n\nimport boto3\nfrom botocore.exceptions import ClientError\n"
+        "import json\n\nimport boto3\nfrom botocore.exceptions import ClientError\n\n\n"
+        "\n\n"
+        f"def regions():\n    return {list(REGIONS)!r}\n"
         f"{funcs}\n\n"
         'if __name__ == "__main__":\n'
         f"    print(json.dumps({{\n{calls},\n    }}))\n"
@@ -317,6 +360,14 @@ def _rule(proto: str, lo: int, hi: int, cidr: str, group: int = 0) -> Mutation:
     return mutate
 
 
+def _both(*muts: Mutation) -> Mutation:
+    def mutate(plan: Plan) -> None:
+        for m in muts:
+            m(plan)
+
+    return mutate
+
+
 def _set(key: str, value: Any) -> Mutation:
     def mutate(plan: Plan) -> None:
         plan[key] = copy.deepcopy(value)
@@ -331,6 +382,52 @@ def _append(key: str, value: Any) -> Mutation:
     return mutate
 
 
+def _region(key: str, value: Any = None, append: Any = None) -> Mutation:
+    """Set (or append to) a field of the account's second region."""
+
+    def mutate(plan: Plan) -> None:
+        part = plan["regions"][OTHER_REGION]
+        if append is not None:
+            part[key].append(copy.deepcopy(append))
+        else:
+            part[key] = copy.deepcopy(value)
+
+    return mutate
+
+
+def _region_rule(proto: str, lo: int, hi: int, cidr: str) -> Mutation:
+    return _region(
+        "security_groups",
+        append={
+            "name": "replica-admin",
+            "rules": [{"proto": proto, "from": lo, "to": hi, "cidr": cidr}],
+        },
+    )
+
+
+def _ebs_ok(plan: Plan) -> bool:
+    parts = [plan, *plan.get("regions", {}).values()]
+    return all(
+        all(v["encrypted"] for v in part["volumes"])
+        and (part["ebs_default_encryption"] or not part["volumes"])
+        for part in parts
+    )
+
+
+def _records_management(trail: dict[str, Any]) -> bool:
+    kinds = {
+        s["ReadWriteType"]
+        for s in trail.get("selectors", ALL_MANAGEMENT)
+        if s.get("IncludeManagementEvents", True)
+    }
+    return "All" in kinds or {"ReadOnly", "WriteOnly"} <= kinds
+
+
+def _blocked(plan: Plan, bucket: dict[str, Any]) -> bool:
+    config = bucket["block_public"]
+    return config is not None and all(config.get(k) for k in FULL_BLOCK)
+
+
 def _edit(key: str, i: int, **kw: Any) -> Mutation:
     def mutate(plan: Plan) -> None:
         plan[key][i].update(kw)
@@ -338,9 +435,16 @@ def _edit(key: str, i: int, **kw: Any) -> Mutation:
     return mutate
 
 
+def _all_groups(plan: Plan) -> list[dict[str, Any]]:
+    groups = list(plan["security_groups"])
+    for part in plan.get("regions", {}).values():
+        groups += part["security_groups"]
+    return groups
+
+
 def _open(port: int) -> Callable[[Plan], bool]:
     def pred(plan: Plan) -> bool:
-        for sg in plan["security_groups"]:
+        for sg in _all_groups(plan):
             for r in sg["rules"]:
                 if r["cidr"] not in ("0.0.0.0/0", "::/0"):
                     continue
@@ -374,7 +478,9 @@ covers(rule, port) if {
 
 
 def _trail_ok(plan: Plan) -> bool:
-    return any(t["multi_region"] and t["logging"] for t in plan["trails"])
+    return any(
+        t["multi_region"] and t["logging"] and _records_management(t) for t in plan["trails"]
+    )
 
 
 CHECKS: list[CloudCheck] = [
@@ -418,19 +524,16 @@ CHECKS: list[CloudCheck] = [
         ),
         rego="""violations contains b.name if {
 	some b in input.buckets
-	not fully_blocked(b)
+	not full(b.public_access_block)
 }
 
-fully_blocked(b) if {
-	c := b.public_access_block
+full(c) if {
 	c.BlockPublicAcls == true
 	c.IgnorePublicAcls == true
 	c.BlockPublicPolicy == true
 	c.RestrictPublicBuckets == true
 }""",
-        violates=lambda p: any(
-            b["block_public"] is None or not all(b["block_public"].values()) for b in p["buckets"]
-        ),
+        violates=lambda p: any(not _blocked(p, b) for b in p["buckets"]),
         sections=("buckets",),
         bad={
             "no configuration": _set_bucket(1, block_public=None),
@@ -470,9 +573,16 @@ fully_blocked(b) if {
         ),
         rego="""violations contains b.name if {
 	some b in input.buckets
-	not "aws:kms" in b.sse
+	not kms(b)
+}
+
+kms(b) if {
+	some algorithm in b.sse
+	algorithm in {"aws:kms", "aws:kms:dsse"}
 }""",
-        violates=lambda p: any(b["encryption"] != "aws:kms" for b in p["buckets"]),
+        violates=lambda p: any(
+            b["encryption"] not in ("aws:kms", "aws:kms:dsse") for b in p["buckets"]
+        ),
         sections=("buckets",),
         bad={
             "AES256": _set_bucket(0, encryption="AES256"),
@@ -486,6 +596,7 @@ fully_blocked(b) if {
             ),
             "versioning suspended": _set_bucket(0, versioning="Suspended"),
             "a new KMS bucket": _add_bucket("ml-data"),
+            "dual-layer KMS encryption": _set_bucket(1, encryption="aws:kms:dsse"),
             "public-read but KMS-encrypted": _set_bucket(0, acl="public-read"),
         },
     ),
@@ -521,18 +632,20 @@ violations contains b.name if {
         id="cloud-ebs-encryption",
         title="Ensure EBS volume encryption is enabled",
         requirement=(
-            "Ensure EBS volume encryption is enabled (CIS AWS 2.2.1): encryption by default "
-            "must be on in us-east-1, and every EBS volume of the account must be encrypted."
+            "Ensure EBS volume encryption is enabled in all regions (CIS AWS 2.2.1): every EBS "
+            "volume of the account must be encrypted, and encryption by default must be on in "
+            "every region where the account has volumes."
         ),
         rego="""violations contains v.id if {
 	some v in input.volumes
 	v.encrypted != true
 }
 
-violations contains "EBS encryption by default is off" if input.ebs_default != true""",
-        violates=lambda p: (
-            not p["ebs_default_encryption"] or any(not v["encrypted"] for v in p["volumes"])
-        ),
+violations contains v.region if {
+	some v in input.volumes
+	not input.ebs_default[v.region] == true
+}""",
+        violates=lambda p: not _ebs_ok(p),
         sections=("volumes", "ebs_default"),
         bad={
             "encryption by default off": _set("ebs_default_encryption", False),
@@ -542,6 +655,10 @@ violations contains "EBS encryption by default is off" if input.ebs_default != t
             "a small unencrypted scratch volume": _append(
                 "volumes", {"size": 1, "encrypted": False}
             ),
+            "encryption by default off in another region": _region("ebs_default_encryption", False),
+            "an unencrypted volume in another region": _region(
+                "volumes", append={"size": 20, "encrypted": False}
+            ),
         },
         near={
             "another encrypted volume": _append("volumes", {"size": 500, "encrypted": True}),
@@ -549,6 +666,9 @@ violations contains "EBS encryption by default is off" if input.ebs_default != t
             "a 1 GiB encrypted volume": _append("volumes", {"size": 1, "encrypted": True}),
             "no volume at all": _set("volumes", []),
             "a single encrypted volume": _set("volumes", [{"size": 8, "encrypted": True}]),
+            "another region without volumes or encryption by default": _both(
+                _region("volumes", []), _region("ebs_default_encryption", False)
+            ),
         },
     ),
     CloudCheck(
@@ -556,7 +676,7 @@ violations contains "EBS encryption by default is off" if input.ebs_default != t
         title="Ensure no security groups allow ingress from anywhere to remote administration ports",
         requirement=(
             "Ensure no security groups allow ingress from 0.0.0.0/0 or ::/0 to remote server "
-            "administration ports (CIS AWS 5.2, 5.3): SSH (22) and RDP (3389)."
+            "administration ports in any region (CIS AWS 5.2, 5.3): SSH (22) and RDP (3389)."
         ),
         rego=_PORTS_REGO,
         violates=_ports_open,
@@ -568,6 +688,7 @@ violations contains "EBS encryption by default is off" if input.ebs_default != t
             "all traffic from anywhere": _rule("-1", 0, 0, "0.0.0.0/0", 2),
             "SSH from anywhere over IPv6": _rule("tcp", 22, 22, "::/0", 0),
             "a range ending at 3389": _rule("tcp", 3000, 3389, "0.0.0.0/0", 1),
+            "SSH from anywhere in another region": _region_rule("tcp", 22, 22, "0.0.0.0/0"),
         },
         near={
             "SSH from the VPC only": _rule("tcp", 22, 22, "10.0.0.0/8", 2),
@@ -576,6 +697,7 @@ violations contains "EBS encryption by default is off" if input.ebs_default != t
             "UDP 3389 from anywhere": _rule("udp", 3389, 3389, "0.0.0.0/0", 0),
             "RDP from one address": _rule("tcp", 3389, 3389, "203.0.113.7/32", 1),
             "HTTPS from anywhere over IPv6": _rule("tcp", 443, 443, "::/0", 0),
+            "RDP from the VPC in another region": _region_rule("tcp", 3389, 3389, "10.20.0.0/16"),
         },
     ),
     CloudCheck(
@@ -653,14 +775,24 @@ violations contains "EBS encryption by default is off" if input.ebs_default != t
         title="A multi-region trail is logging",
         requirement=(
             "Ensure CloudTrail is enabled in all regions (CIS AWS 3.1): at least one "
-            "multi-region trail must be logging."
+            "multi-region trail must be logging read and write management events."
         ),
-        rego="""violations contains "no logging multi-region trail" if not ok
+        rego="""violations contains "no multi-region trail records management events" if not ok
 
 ok if {
 	some t in input.trails
 	t.multi_region == true
 	t.logging == true
+	records_management(t)
+}
+
+kinds(t) := {s.ReadWriteType | some s in t.selectors; s.IncludeManagementEvents == true}
+
+records_management(t) if "All" in kinds(t)
+
+records_management(t) if {
+	"ReadOnly" in kinds(t)
+	"WriteOnly" in kinds(t)
 }""",
         violates=lambda p: not _trail_ok(p),
         sections=("trails",),
@@ -668,6 +800,14 @@ ok if {
             "logging stopped": _edit("trails", 0, logging=False),
             "single-region trail": _edit("trails", 0, multi_region=False),
             "no trail": _set("trails", []),
+            "read events only": _edit(
+                "trails",
+                0,
+                selectors=[{"ReadWriteType": "ReadOnly", "IncludeManagementEvents": True}],
+            ),
+            "management events excluded": _edit(
+                "trails", 0, selectors=[{"ReadWriteType": "All", "IncludeManagementEvents": False}]
+            ),
             "two trails, the logging one single-region": _set(
                 "trails",
                 [
@@ -691,6 +831,14 @@ ok if {
                 ],
             ),
             "renamed trail": _edit("trails", 0, name="main"),
+            "read and write selectors apart": _edit(
+                "trails",
+                0,
+                selectors=[
+                    {"ReadWriteType": "ReadOnly", "IncludeManagementEvents": True},
+                    {"ReadWriteType": "WriteOnly", "IncludeManagementEvents": True},
+                ],
+            ),
         },
     ),
     CloudCheck(
@@ -794,7 +942,7 @@ def variants(
     for label, m in near:
         make("probe", [(label, m)], False)
     visible = make("visible", near[:1] + bad[:1], True, visible_rng)
-    hidden_bad, hidden_near = bad[1:], near[1:]
+    hidden_bad, hidden_near = rotated(hidden_rng, bad[1:]), rotated(hidden_rng, near[1:])
     hidden = [make("", [hidden_near[i % len(hidden_near)]], False) for i in range(compliant)]
     hidden += [make("", [hidden_bad[i % len(hidden_bad)]], True) for i in range(non_compliant)]
     hidden_rng.shuffle(hidden)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from itbench_ciso.checks.base import Check, Variant
+from itbench_ciso.checks.base import Check, Variant, rotated
 from itbench_ciso.checks.k8s_cluster import (
     BOOTSTRAP,
     REGISTRY,
@@ -1979,7 +1979,7 @@ def variants(
         for lbl, fn in list(_BY_ID[c].bad.items())
     ]
     visible = _variant("visible", visible_rng, used, check, [bad[0], near[0]], 1)
-    hidden_bad, hidden_near = _rotated(rng, bad[1:]), _rotated(rng, near[1:])
+    hidden_bad, hidden_near = rotated(rng, bad[1:]), rotated(rng, near[1:])
     clean: list[Variant] = []
     for i in range(compliant):
         picks = [hidden_near[(2 * i + j) % len(hidden_near)] for j in range(2)]
@@ -2000,12 +2000,6 @@ def variants(
     for i, v in enumerate(hidden):
         v.name = f"v{i + 1}"
     return visible, hidden
-
-
-def _rotated(rng: random.Random, items: list[Any]) -> list[Any]:
-    """``items`` from a random start (each trial leads with other mutations)."""
-    k = rng.randrange(len(items)) if items else 0
-    return items[k:] + items[:k]
 
 
 def _keep(

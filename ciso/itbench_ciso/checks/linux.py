@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from itbench_ciso.checks.base import Check, Variant
+from itbench_ciso.checks.base import Check, Variant, rotated
 from itbench_ciso.checks.linux_host import (
     ANY6,
     AUDIT,
@@ -1511,7 +1511,7 @@ def variants(
         make("host-a", near[:1], False, visible_rng),
         make("host-b", bad[:1], True, visible_rng),
     ]
-    hidden_bad, hidden_near = bad[1:], near[1:]
+    hidden_bad, hidden_near = rotated(hidden_rng, bad[1:]), rotated(hidden_rng, near[1:])
     hidden: list[Variant] = []
     for i in range(compliant):
         hidden.append(make("", [hidden_near[i % len(hidden_near)]], False))
