@@ -26,11 +26,11 @@ from itbench.tools import Toolbox
 
 CATALOG = Path(__file__).resolve().parents[1] / "scenarios" / "ciso"
 SCENARIOS = [
-    "ciso/k8s-host-network",
+    "ciso/k8s-host-namespaces",
     "ciso/update-image-tag-image-registry",
-    "ciso/linux-ssh-root-login",
-    "ciso/linux-shadow-mode",
-    "ciso/cloud-sg-ssh-open",
+    "ciso/linux-sshd",
+    "ciso/linux-file-permissions",
+    "ciso/cloud-sg-admin-ports",
 ]
 
 

@@ -133,11 +133,11 @@ def test_engine_selection_errors_are_infrastructure_errors(tmp_path: Path) -> No
             "id": "ciso/t",
             "domain": "ciso",
             "family": "kubernetes",
-            "check": "k8s-host-pid",
+            "check": "k8s-host-namespaces",
             "task_types": ["policy-generation"],
         }
     )
-    assert "hostPID" in spec.goal
+    assert "process ID" in spec.goal
     choices = [{"policy_engine": "rego-ng"}]
     if opa_available() is not None:
         choices.append({"policy_engine": "opa"})
@@ -158,7 +158,7 @@ def test_spec_errors_name_the_field() -> None:
     with pytest.raises(ValidationError, match="unknown check"):
         CisoSpec.model_validate({**base, "family": "kubernetes", "check": "k8s-nope"})
     with pytest.raises(ValidationError, match="belongs to family"):
-        CisoSpec.model_validate({**base, "family": "linux", "check": "k8s-host-pid"})
+        CisoSpec.model_validate({**base, "family": "linux", "check": "k8s-host-namespaces"})
     with pytest.raises(ValidationError, match="changed"):
         CisoSpec.model_validate(
             {
@@ -188,7 +188,7 @@ def test_policy_engine_flag_selects_the_engine_on_the_command_line(tmp_path: Pat
 
     def evaluate(*flags: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "itbench.cli", "evaluate", "--agent", "oracle"]
-        argv += ["-s", "ciso/k8s-host-network", "--json", *flags]
+        argv += ["-s", "ciso/k8s-host-namespaces", "--json", *flags]
         env = {k: v for k, v in os.environ.items() if k != "ITBENCH_OPA_URL"}
         return subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env)
 

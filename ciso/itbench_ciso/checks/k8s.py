@@ -1672,9 +1672,50 @@ credential(_, v) if regex.match(`://[^/\s:@]+:[^/\s@]+@`, v)""",
     ),
 ]
 
-# Requirements of the policy-update family (the changed requirements and the originals they
-# replace; not scenarios of their own).
+# Checks of the library that are no scenario of this catalog of their own: the requirements of
+# the policy-update family (the changed ones and the originals they replace) and the single
+# host namespaces, which community packs may still name.
 UPDATE_ONLY: list[K8sCheck] = [
+    K8sCheck(
+        id="k8s-host-pid",
+        title="Pods must not share the host PID namespace",
+        requirement="Workloads must not share the host's process ID namespace (hostPID).",
+        rego=_wl("\tspec.hostPID == true"),
+        truth=per_workload(lambda o, s: s.get("hostPID") is True),
+        bad={
+            "hostPID pod": pod(spec_set(hostPID=True)),
+            "hostPID deployment": deploy(spec_set(hostPID=True)),
+            "hostPID cron job": cron(spec_set(hostPID=True)),
+            "hostPID pod in another namespace": pod(spec_set(hostPID=True), namespace="batch"),
+        },
+        near={
+            "hostPID false": pod(spec_set(hostPID=False)),
+            "shareProcessNamespace": deploy(spec_set(shareProcessNamespace=True)),
+            "hostNetwork": pod(spec_set(hostNetwork=True)),
+            "hostIPC": deploy(spec_set(hostIPC=True)),
+        },
+    ),
+    K8sCheck(
+        id="k8s-host-ipc",
+        title="Pods must not share the host IPC namespace",
+        requirement="Workloads must not share the host's IPC namespace (hostIPC).",
+        rego=_wl("\tspec.hostIPC == true"),
+        truth=per_workload(lambda o, s: s.get("hostIPC") is True),
+        bad={
+            "hostIPC pod": pod(spec_set(hostIPC=True)),
+            "hostIPC deployment": deploy(spec_set(hostIPC=True)),
+            "hostIPC cron job": cron(spec_set(hostIPC=True)),
+            "hostIPC pod in another namespace": pod(spec_set(hostIPC=True), namespace="batch"),
+        },
+        near={
+            "hostIPC false": pod(spec_set(hostIPC=False)),
+            "memory-backed /dev/shm": deploy(
+                volume({"name": "dshm", "emptyDir": {"medium": "Memory"}})
+            ),
+            "hostPID": pod(spec_set(hostPID=True)),
+            "hostNetwork": deploy(spec_set(hostNetwork=True)),
+        },
+    ),
     K8sCheck(
         id="k8s-host-network",
         title="Pods must not use the host network",
