@@ -60,8 +60,8 @@ def main() -> None:
     errors: dict[str, int] = defaultdict(int)
     for name in agents:
         for r in run(name, args.scenarios, args.workers, base / name):
-            if r["status"] == "error":
-                errors[name] += 1
+            if r["status"] in ("error", "invalid"):
+                errors[name] += 1  # neither counts as a pass or a failure here
                 continue
             family = str((r.get("facets") or {}).get("family", "?"))
             table[name][family].append(r["status"] == "passed")
@@ -77,7 +77,7 @@ def main() -> None:
         rate = sum(table[name]["all"]) / max(1, len(table[name]["all"]))
         goal = TARGETS.get(name, 0.0)
         ok = rate >= goal if name == "oracle" else rate <= goal
-        extra = f"; {errors[name]} error(s)" if errors[name] else ""
+        extra = f"; {errors[name]} error or invalid trial(s)" if errors[name] else ""
         print(
             "  "
             + f"{name:<10}"
