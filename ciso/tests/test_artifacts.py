@@ -31,7 +31,7 @@ def test_syntax_error_is_policy_compiles_false_with_the_message_saved(
         saved = (ctx.trial_dir / "policy-compile.txt").read_text()
     assert not result.passed
     assert result.metrics["policy_compiles"] is False
-    assert "policy.rego:" in saved and "unclosed" in saved
+    assert "policy.rego:6:" in saved and "expecting" in saved
     assert "policy.rego:" in result.details["reason"]
 
 

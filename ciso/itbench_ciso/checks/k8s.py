@@ -104,58 +104,33 @@ def on_all(*fns: Callable[[dict[str, Any]], None]) -> SpecFn:
     return apply
 
 
+def _assign(target: dict[str, Any], values: dict[str, Any]) -> None:
+    """Set the fields of ``values`` in ``target``; a None value removes the field."""
+    for k, v in values.items():
+        if v is None:
+            target.pop(k, None)
+        else:
+            target[k] = v
+
+
 def sc(**values: Any) -> Callable[[dict[str, Any]], None]:
     """Set (value) or remove (None) fields of a container's securityContext."""
-
-    def apply(c: dict[str, Any]) -> None:
-        ctx = c.setdefault("securityContext", {})
-        for k, v in values.items():
-            if v is None:
-                ctx.pop(k, None)
-            else:
-                ctx[k] = v
-
-    return apply
+    return lambda c: _assign(c.setdefault("securityContext", {}), values)
 
 
 def psc(**values: Any) -> SpecFn:
     """Set (value) or remove (None) fields of the pod's securityContext."""
-
-    def apply(spec: Spec) -> None:
-        ctx = spec.setdefault("securityContext", {})
-        for k, v in values.items():
-            if v is None:
-                ctx.pop(k, None)
-            else:
-                ctx[k] = v
-
-    return apply
+    return lambda spec: _assign(spec.setdefault("securityContext", {}), values)
 
 
 def spec_set(**values: Any) -> SpecFn:
     """Set (value) or remove (None) fields of the pod spec."""
-
-    def apply(spec: Spec) -> None:
-        for k, v in values.items():
-            if v is None:
-                spec.pop(k, None)
-            else:
-                spec[k] = v
-
-    return apply
+    return lambda spec: _assign(spec, values)
 
 
 def field_set(**values: Any) -> Callable[[dict[str, Any]], None]:
     """Set (value) or remove (None) fields of a container."""
-
-    def apply(c: dict[str, Any]) -> None:
-        for k, v in values.items():
-            if v is None:
-                c.pop(k, None)
-            else:
-                c[k] = v
-
-    return apply
+    return lambda c: _assign(c, values)
 
 
 def caps(add: list[str] | None = None, drop: list[str] | None = None) -> Callable[..., None]:
@@ -492,6 +467,11 @@ def _role(kind: str, base: str, *rules: Obj) -> Callable[[Cluster], Obj]:
         return {**meta(kind, cl.unique(base), ns), "rules": list(rules)}
 
     return make
+
+
+def grant(kind: str, base: str, *rule_args: Any, **rule_fields: Any) -> Factory:
+    """A new Role or ClusterRole with one rule (``rule``'s arguments)."""
+    return add(_role(kind, base, rule(*rule_args, **rule_fields)))
 
 
 def _service(kind: str = "ClusterIP", **spec: Any) -> Callable[[Cluster], Obj]:
@@ -925,8 +905,8 @@ managed(o) if o.kind == "NetworkPolicy\"""",
         near={
             "namespace default-apps": pod(namespace="default-apps"),
             "namespace kube-default": deploy(namespace="kube-default"),
-            "cluster role (no namespace)": add(
-                _role("ClusterRole", "default-reader", rule([""], ["pods"], ["get"]))
+            "cluster role (no namespace)": grant(
+                "ClusterRole", "default-reader", [""], ["pods"], ["get"]
             ),
             "binding to a subject of namespace default": add(
                 _binding(
@@ -1339,42 +1319,32 @@ masters(s) if {
         rego=_grants("secrets", ["get", "list", "watch"]),
         truth=rbac_grants("secrets", {"get", "list", "watch"}),
         bad={
-            "role reads secrets": add(
-                _role("Role", "secret-reader", rule([""], ["secrets"], ["get"]))
+            "role reads secrets": grant("Role", "secret-reader", [""], ["secrets"], ["get"]),
+            "cluster role lists every resource": grant(
+                "ClusterRole", "auditor", [""], ["*"], ["list"]
             ),
-            "cluster role lists every resource": add(
-                _role("ClusterRole", "auditor", rule([""], ["*"], ["list"]))
-            ),
-            "every verb on secrets": add(
-                _role("Role", "vault-sync", rule([""], ["secrets"], ["*"]))
-            ),
-            "any API group": add(
-                _role("ClusterRole", "watcher", rule(["*"], ["secrets"], ["watch"]))
-            ),
-            "one named secret": add(
-                _role(
-                    "Role",
-                    "db-reader",
-                    rule([""], ["secrets"], ["get"], resourceNames=["db-password"]),
-                )
+            "every verb on secrets": grant("Role", "vault-sync", [""], ["secrets"], ["*"]),
+            "any API group": grant("ClusterRole", "watcher", ["*"], ["secrets"], ["watch"]),
+            "one named secret": grant(
+                "Role", "db-reader", [""], ["secrets"], ["get"], resourceNames=["db-password"]
             ),
         },
         near={
-            "create only": add(_role("Role", "secret-writer", rule([""], ["secrets"], ["create"]))),
-            "config maps": add(
-                _role("ClusterRole", "config-reader", rule([""], ["configmaps"], ["get", "list"]))
+            "create only": grant("Role", "secret-writer", [""], ["secrets"], ["create"]),
+            "config maps": grant(
+                "ClusterRole", "config-reader", [""], ["configmaps"], ["get", "list"]
             ),
-            "sealed secrets of another API group": add(
-                _role("Role", "sealer", rule(["bitnami.com"], ["sealedsecrets"], ["get", "list"]))
+            "sealed secrets of another API group": grant(
+                "Role", "sealer", ["bitnami.com"], ["sealedsecrets"], ["get", "list"]
             ),
-            "secrets-store classes": add(
-                _role(
-                    "ClusterRole",
-                    "csi-reader",
-                    rule(["secrets-store.csi.x-k8s.io"], ["secretproviderclasses"], ["get"]),
-                )
+            "secrets-store classes": grant(
+                "ClusterRole",
+                "csi-reader",
+                ["secrets-store.csi.x-k8s.io"],
+                ["secretproviderclasses"],
+                ["get"],
             ),
-            "delete secrets": add(_role("Role", "janitor", rule([""], ["secrets"], ["delete"]))),
+            "delete secrets": grant("Role", "janitor", [""], ["secrets"], ["delete"]),
         },
     ),
     K8sCheck(
@@ -1390,21 +1360,17 @@ masters(s) if {
         ),
         truth=_wildcard_truth,
         bad={
-            "every verb": add(_role("Role", "deployer", rule(["apps"], ["deployments"], ["*"]))),
-            "every resource": add(_role("ClusterRole", "reader", rule([""], ["*"], ["get"]))),
-            "every API group": add(
-                _role("Role", "scaler", rule(["*"], ["deployments/scale"], ["update"]))
-            ),
+            "every verb": grant("Role", "deployer", ["apps"], ["deployments"], ["*"]),
+            "every resource": grant("ClusterRole", "reader", [""], ["*"], ["get"]),
+            "every API group": grant("Role", "scaler", ["*"], ["deployments/scale"], ["update"]),
             "every non-resource URL": add(
                 _role("ClusterRole", "prober", {"nonResourceURLs": ["*"], "verbs": ["get"]})
             ),
-            "wildcard among verbs": add(
-                _role("Role", "ops", rule([""], ["pods"], ["get", "list", "*"]))
-            ),
+            "wildcard among verbs": grant("Role", "ops", [""], ["pods"], ["get", "list", "*"]),
         },
         near={
-            "explicit verbs": add(
-                _role("Role", "deployer", rule(["apps"], ["deployments"], ["get", "list", "patch"]))
+            "explicit verbs": grant(
+                "Role", "deployer", ["apps"], ["deployments"], ["get", "list", "patch"]
             ),
             "non-resource URL /metrics": add(
                 _role("ClusterRole", "metrics", {"nonResourceURLs": ["/metrics"], "verbs": ["get"]})
@@ -1416,12 +1382,10 @@ masters(s) if {
                     "rules": [],
                 }
             ),
-            "subresource list": add(
-                _role("Role", "debugger", rule([""], ["pods/log", "pods/exec"], ["get", "create"]))
+            "subresource list": grant(
+                "Role", "debugger", [""], ["pods/log", "pods/exec"], ["get", "create"]
             ),
-            "role named wildcard-viewer": add(
-                _role("Role", "wildcard-viewer", rule([""], ["pods"], ["get"]))
-            ),
+            "role named wildcard-viewer": grant("Role", "wildcard-viewer", [""], ["pods"], ["get"]),
         },
     ),
     K8sCheck(
@@ -1434,34 +1398,22 @@ masters(s) if {
         rego=_grants("pods", ["create"]),
         truth=rbac_grants("pods", {"create"}),
         bad={
-            "role creates pods": add(_role("Role", "runner", rule([""], ["pods"], ["create"]))),
-            "every verb on pods": add(
-                _role("ClusterRole", "pod-admin", rule([""], ["pods"], ["*"]))
-            ),
-            "create on every resource": add(
-                _role("Role", "builder", rule([""], ["*"], ["create", "get"]))
-            ),
-            "any API group": add(
-                _role("ClusterRole", "spawner", rule(["*"], ["pods"], ["create"]))
-            ),
-            "pods among several resources": add(
-                _role(
-                    "Role",
-                    "ci",
-                    rule([""], ["services", "pods", "configmaps"], ["create", "update"]),
-                )
+            "role creates pods": grant("Role", "runner", [""], ["pods"], ["create"]),
+            "every verb on pods": grant("ClusterRole", "pod-admin", [""], ["pods"], ["*"]),
+            "create on every resource": grant("Role", "builder", [""], ["*"], ["create", "get"]),
+            "any API group": grant("ClusterRole", "spawner", ["*"], ["pods"], ["create"]),
+            "pods among several resources": grant(
+                "Role", "ci", [""], ["services", "pods", "configmaps"], ["create", "update"]
             ),
         },
         near={
-            "read pods": add(_role("Role", "viewer", rule([""], ["pods"], ["get", "list"]))),
-            "exec into pods": add(_role("Role", "debugger", rule([""], ["pods/exec"], ["create"]))),
-            "create deployments": add(
-                _role("ClusterRole", "deployer", rule(["apps"], ["deployments"], ["create"]))
+            "read pods": grant("Role", "viewer", [""], ["pods"], ["get", "list"]),
+            "exec into pods": grant("Role", "debugger", [""], ["pods/exec"], ["create"]),
+            "create deployments": grant(
+                "ClusterRole", "deployer", ["apps"], ["deployments"], ["create"]
             ),
-            "evict pods": add(_role("Role", "drainer", rule([""], ["pods/eviction"], ["create"]))),
-            "pod templates": add(
-                _role("Role", "templater", rule([""], ["podtemplates"], ["create"]))
-            ),
+            "evict pods": grant("Role", "drainer", [""], ["pods/eviction"], ["create"]),
+            "pod templates": grant("Role", "templater", [""], ["podtemplates"], ["create"]),
         },
     ),
     K8sCheck(
@@ -1475,55 +1427,49 @@ masters(s) if {
         rego=_roles('\tsome v in r.verbs\n\tv in {"bind", "escalate", "impersonate", "*"}'),
         truth=_escalation_truth,
         bad={
-            "impersonate users": add(
-                _role("ClusterRole", "support", rule([""], ["users"], ["impersonate"]))
+            "impersonate users": grant("ClusterRole", "support", [""], ["users"], ["impersonate"]),
+            "bind roles": grant(
+                "Role", "delegator", ["rbac.authorization.k8s.io"], ["roles"], ["bind"]
             ),
-            "bind roles": add(
-                _role("Role", "delegator", rule(["rbac.authorization.k8s.io"], ["roles"], ["bind"]))
+            "escalate cluster roles": grant(
+                "ClusterRole",
+                "rbac-manager",
+                ["rbac.authorization.k8s.io"],
+                ["clusterroles"],
+                ["escalate", "get"],
             ),
-            "escalate cluster roles": add(
-                _role(
-                    "ClusterRole",
-                    "rbac-manager",
-                    rule(["rbac.authorization.k8s.io"], ["clusterroles"], ["escalate", "get"]),
-                )
+            "every verb on roles": grant(
+                "Role", "role-admin", ["rbac.authorization.k8s.io"], ["roles"], ["*"]
             ),
-            "every verb on roles": add(
-                _role("Role", "role-admin", rule(["rbac.authorization.k8s.io"], ["roles"], ["*"]))
-            ),
-            "impersonate service accounts": add(
-                _role("Role", "ci-proxy", rule([""], ["serviceaccounts"], ["impersonate"]))
+            "impersonate service accounts": grant(
+                "Role", "ci-proxy", [""], ["serviceaccounts"], ["impersonate"]
             ),
         },
         near={
-            "read roles": add(
-                _role(
-                    "ClusterRole",
-                    "rbac-viewer",
-                    rule(["rbac.authorization.k8s.io"], ["roles"], ["get", "list"]),
-                )
+            "read roles": grant(
+                "ClusterRole",
+                "rbac-viewer",
+                ["rbac.authorization.k8s.io"],
+                ["roles"],
+                ["get", "list"],
             ),
-            "create role bindings": add(
-                _role(
-                    "Role",
-                    "binder",
-                    rule(["rbac.authorization.k8s.io"], ["rolebindings"], ["create", "update"]),
-                )
+            "create role bindings": grant(
+                "Role",
+                "binder",
+                ["rbac.authorization.k8s.io"],
+                ["rolebindings"],
+                ["create", "update"],
             ),
-            "role named impersonator": add(
-                _role("Role", "impersonator", rule([""], ["pods"], ["get"]))
+            "role named impersonator": grant("Role", "impersonator", [""], ["pods"], ["get"]),
+            "token requests": grant(
+                "Role", "token-minter", [""], ["serviceaccounts/token"], ["create"]
             ),
-            "token requests": add(
-                _role("Role", "token-minter", rule([""], ["serviceaccounts/token"], ["create"]))
-            ),
-            "approve certificates": add(
-                _role(
-                    "ClusterRole",
-                    "approver",
-                    rule(
-                        ["certificates.k8s.io"], ["certificatesigningrequests/approval"], ["update"]
-                    ),
-                )
+            "approve certificates": grant(
+                "ClusterRole",
+                "approver",
+                ["certificates.k8s.io"],
+                ["certificatesigningrequests/approval"],
+                ["update"],
             ),
         },
     ),

@@ -416,6 +416,11 @@ def ports_ok(host: Host) -> bool:
     return all(_loopback(a) or port in ALLOWED_PORTS for a, port in listening(host))
 
 
+def _socket(path: str, local: str, remote: str, state: str) -> Mutation:
+    """A socket added to /proc/net/tcp or tcp6 (addresses in the kernel's hex form)."""
+    return append(path, tcp_line(3 if path == PROC_TCP else 1, local, remote, state))
+
+
 def _module_name(name: str) -> str:
     return name.replace("-", "_")
 
@@ -1316,38 +1321,33 @@ violations contains sprintf("%s:%d", [addr, port]) if {
         ok=ports_ok,
         files=(PROC_TCP, PROC_TCP6),
         bad={
-            "telnet on every address": append(
-                PROC_TCP, tcp_line(3, hex4("0.0.0.0", 23), hex4("0.0.0.0", 0), "0A")
+            "telnet on every address": _socket(
+                PROC_TCP, hex4("0.0.0.0", 23), hex4("0.0.0.0", 0), "0A"
             ),
-            "8080 on every IPv6 address": append(
-                PROC_TCP6, tcp_line(1, hex6(ANY6, 8080), hex6(ANY6, 0), "0A")
+            "8080 on every IPv6 address": _socket(PROC_TCP6, hex6(ANY6, 8080), hex6(ANY6, 0), "0A"),
+            "MySQL on the host's address": _socket(
+                PROC_TCP, hex4("10.0.0.11", 3306), hex4("0.0.0.0", 0), "0A"
             ),
-            "MySQL on the host's address": append(
-                PROC_TCP, tcp_line(3, hex4("10.0.0.11", 3306), hex4("0.0.0.0", 0), "0A")
+            "Redis on a v4-mapped address": _socket(
+                PROC_TCP6, hex6((0, 0, 0xFFFF, 0x0A00000B), 6379), hex6(ANY6, 0), "0A"
             ),
-            "Redis on a v4-mapped address": append(
-                PROC_TCP6,
-                tcp_line(1, hex6((0, 0, 0xFFFF, 0x0A00000B), 6379), hex6(ANY6, 0), "0A"),
-            ),
-            "SSH on a second port": append(
-                PROC_TCP, tcp_line(3, hex4("0.0.0.0", 2222), hex4("0.0.0.0", 0), "0A")
+            "SSH on a second port": _socket(
+                PROC_TCP, hex4("0.0.0.0", 2222), hex4("0.0.0.0", 0), "0A"
             ),
         },
         near={
-            "Redis on loopback": append(
-                PROC_TCP, tcp_line(3, hex4("127.0.0.1", 6379), hex4("0.0.0.0", 0), "0A")
+            "Redis on loopback": _socket(
+                PROC_TCP, hex4("127.0.0.1", 6379), hex4("0.0.0.0", 0), "0A"
             ),
-            "metrics on IPv6 loopback": append(
-                PROC_TCP6, tcp_line(1, hex6(LOOP6, 9090), hex6(ANY6, 0), "0A")
+            "metrics on IPv6 loopback": _socket(PROC_TCP6, hex6(LOOP6, 9090), hex6(ANY6, 0), "0A"),
+            "an outgoing telnet connection": _socket(
+                PROC_TCP, hex4("10.0.0.11", 40312), hex4("10.0.0.50", 23), "01"
             ),
-            "an outgoing telnet connection": append(
-                PROC_TCP, tcp_line(3, hex4("10.0.0.11", 40312), hex4("10.0.0.50", 23), "01")
+            "a closed socket in TIME_WAIT": _socket(
+                PROC_TCP, hex4("0.0.0.0", 8080), hex4("10.0.0.7", 51000), "06"
             ),
-            "a closed socket in TIME_WAIT": append(
-                PROC_TCP, tcp_line(3, hex4("0.0.0.0", 8080), hex4("10.0.0.7", 51000), "06")
-            ),
-            "the stub resolver on 127.0.0.53": append(
-                PROC_TCP, tcp_line(3, hex4("127.0.0.53", 53), hex4("0.0.0.0", 0), "0A")
+            "the stub resolver on 127.0.0.53": _socket(
+                PROC_TCP, hex4("127.0.0.53", 53), hex4("0.0.0.0", 0), "0A"
             ),
         },
     ),
