@@ -1,4 +1,4 @@
-"""CISO trial time with the embedded Rego engine, per family (goal: 5 s or less, Ansible included).
+"""CISO trial time with the default Rego engine (regorus), per family (goal: 5 s or less, Ansible included).
 
 A trial here is what the runner does for one scenario with the oracle: set up the environment,
 hand the oracle its tools, judge the submission on every hidden variant (running the playbook
@@ -26,11 +26,11 @@ from itbench.tools import Toolbox
 
 CATALOG = Path(__file__).resolve().parents[1] / "scenarios" / "ciso"
 SCENARIOS = [
-    "ciso/k8s-host-network",
+    "ciso/k8s-host-namespaces",
     "ciso/update-image-tag-image-registry",
-    "ciso/linux-ssh-root-login",
-    "ciso/linux-shadow-mode",
-    "ciso/cloud-sg-ssh-open",
+    "ciso/linux-sshd",
+    "ciso/linux-file-permissions",
+    "ciso/cloud-sg-admin-ports",
 ]
 
 
@@ -83,7 +83,7 @@ def main() -> None:
     args = parser.parse_args()
     domain = CisoDomain()
     catalog = ScenarioLoader({"ciso": domain}).load([CATALOG]).scenarios
-    print(f"CISO oracle trial time, embedded engine, median of {args.runs} runs")
+    print(f"CISO oracle trial time, regorus engine, median of {args.runs} runs")
     print(f"  (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     for sid in args.scenario or SCENARIOS:
         spec = catalog[sid]

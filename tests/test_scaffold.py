@@ -191,7 +191,9 @@ def test_pack_scaffold_is_valid_and_passes_its_tests(venv: Venv) -> None:
 def test_agent_scaffold_runs_on_a_domain_and_passes_its_tests(venv: Venv) -> None:
     dist = _scaffold(venv, "agent")
     run = venv.root / "agent-run"
-    _ok(venv.itbench("evaluate", "--agent", "scout", "-s", "ciso/k8s-host-network", "--out", run))
+    _ok(
+        venv.itbench("evaluate", "--agent", "scout", "-s", "ciso/k8s-host-namespaces", "--out", run)
+    )
     [line] = (run / "results.jsonl").read_text().splitlines()
     result = json.loads(line)
     assert result["status"] in ("passed", "failed"), result["error"]

@@ -62,7 +62,7 @@ class MotoServer(_MotoServer):
     def __init__(self, port: int, trial_dir: Path) -> None:
         super().__init__(port, trial_dir)
         self._lock = threading.Lock()
-        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients: dict[tuple[str, str, str], Any] = {}
 
     def stop(self, timeout: float = 1.0) -> None:
         """Stop the server (idempotent)."""
@@ -75,21 +75,26 @@ class MotoServer(_MotoServer):
         self.stop()
         self.start(timeout)
 
-    def client(self, service: str, creds: Credentials = DEFAULT_CREDENTIALS) -> Any:
-        """A boto3 client of ``service`` for the account of ``creds`` (cached; thread safe)."""
-        key = (service, creds.access_key_id)
+    def client(
+        self,
+        service: str,
+        creds: Credentials = DEFAULT_CREDENTIALS,
+        region: str = REGION,
+    ) -> Any:
+        """A boto3 client of ``service`` for the account of ``creds`` in ``region`` (cached)."""
+        key = (service, creds.access_key_id, region)
         with self._lock:
             cached = self._clients.get(key)
             if cached is not None:
                 return cached
-            made = self._clients[key] = self._make(service, creds)
+            made = self._clients[key] = self._make(service, creds, region)
             return made
 
-    def _make(self, service: str, creds: Credentials) -> Any:
+    def _make(self, service: str, creds: Credentials, region: str = REGION) -> Any:
         return _session().client(
             service,
             endpoint_url=self.url,
-            region_name=REGION,
+            region_name=region,
             aws_access_key_id=creds.access_key_id,
             aws_secret_access_key=creds.secret_access_key,
             aws_session_token=creds.session_token,

@@ -46,17 +46,20 @@ KUBERNETES = FamilyContract(
     checks="kubernetes",
     submit=(("policy",),),
     instructions=(
-        "Automate the check: write a Rego policy that returns every pod of a cluster snapshot "
-        "that violates the requirement, and no other pod. It will be run on other clusters "
-        "than the one you can inspect. The task context gives the policy contract."
+        "Automate the check: write a Rego policy that returns every object of a cluster "
+        "snapshot that violates the requirement, and no other object. It will be run on other "
+        "clusters than the one you can inspect. The task context gives the policy contract."
     ),
     contract=(
         "Submit `policy`: a Rego v1 module (`package compliance`, `import rego.v1`). Its "
-        "input is the document `kubectl get pods --all-namespaces -o json` prints "
-        "(`input.items` are pods). It must define the set `violations` holding one "
-        'entry per violating pod: {"kind": "Pod", "namespace": ..., "name": ...}. '
-        "It is judged on other clusters than the one shown: every violating pod must "
-        "be returned and no other."
+        "input is the document `kubectl get namespaces,pods,deployments,cronjobs,services,"
+        "serviceaccounts,configmaps,networkpolicies,roles,rolebindings,clusterroles,"
+        "clusterrolebindings --all-namespaces -o json` prints (`input.items` are the objects "
+        "of every kind). It must define the set `violations` holding one entry per violating "
+        'object: {"kind": ..., "namespace": ..., "name": ...} (namespace "" for cluster-scoped '
+        "objects). It is judged on other clusters than the one shown: every violating object "
+        "must be returned and no other. Rego is evaluated as OPA does with "
+        "--strict-builtin-errors (an error of a built-in function fails the evaluation)."
     ),
 )
 
@@ -106,7 +109,8 @@ CLOUD = FamilyContract(
         "`{{ evidence_file }}`. The policy gets an account's evidence as `input` and must define "
         "the set `violations`: non-empty exactly when the account does not meet the requirement. "
         "Collectors and playbooks run with a time limit, may write only in their own run "
-        "directory and reach only the endpoint."
+        "directory and reach only the endpoint. The task context lists the regions the "
+        "accounts operate in."
     ),
 )
 
@@ -122,8 +126,9 @@ POLICY_UPDATE = FamilyContract(
     contract=(
         "Submit `policies`: the whole policy set as file name -> Rego source, with the "
         "same file names and packages. Each module `package compliance.<name>` defines "
-        'the set `violations` of violating pods {"kind": "Pod", "namespace": ..., '
-        '"name": ...} over the input `kubectl get pods --all-namespaces -o json`. '
+        'the set `violations` of violating objects {"kind": ..., "namespace": ..., '
+        '"name": ...} over the cluster snapshot (`input.items`: objects of every kind, as '
+        "`kubectl get ... --all-namespaces -o json` prints them). "
         "Change the policy the new requirement concerns so that it enforces the new "
         "requirement; every other policy must keep giving exactly the same results."
     ),

@@ -7,11 +7,12 @@ from typing import Any
 
 from itbench import Environment, InfrastructureError, Tool, TrialContext
 from itbench_ciso.engine import (
+    DEFAULT_ENGINE,
     POLICY_TIMEOUT,
-    EmbeddedEngine,
     OpaEngine,
     OpaServer,
     PolicyEngine,
+    WorkerEngine,
     engine_choice,
     opa_binary,
 )
@@ -40,24 +41,26 @@ def make_runtime(spec: CisoSpec, ctx: TrialContext, engine: PolicyEngine) -> Run
 
 
 class CisoEnvironment(Environment):
-    """Policy engine (embedded by default, an OPA server on request) and the family runtime.
+    """Policy engine (regorus by default, regopy or an OPA server on request) and the runtime.
 
     Args:
         spec: The scenario.
-        ctx: The trial context (``--policy-engine embedded|opa``, or ``--option policy_engine=...``).
+        ctx: The trial context (``--policy-engine regorus|regopy|opa``, or ``--option
+            policy_engine=...``).
     """
 
     def __init__(self, spec: CisoSpec, ctx: TrialContext) -> None:
         self.spec = spec
         self.ctx = ctx
         self.opa_server: OpaServer | None = None
-        self.engine: PolicyEngine = EmbeddedEngine()
+        self.engine: PolicyEngine = WorkerEngine(DEFAULT_ENGINE)
         self.runtime: Runtime | None = None
 
     def _engine(self) -> PolicyEngine:
-        if engine_choice(self.ctx.options) == "embedded":
+        choice = engine_choice(self.ctx.options)
+        if choice != "opa":
             timeout = float(self.ctx.options.get("policy_timeout", POLICY_TIMEOUT))
-            return EmbeddedEngine(self.ctx.trial_dir, timeout)
+            return WorkerEngine(choice, self.ctx.trial_dir, timeout)
         url = os.environ.get("ITBENCH_OPA_URL")
         if url:
             return OpaEngine(url)

@@ -17,12 +17,15 @@ def itbench_register_domains() -> list[Domain[Any, Any, Any]]:
 
 @hookimpl
 def itbench_register_options() -> list[OptionSpec]:
-    """Register ``--policy-engine embedded|opa``."""
+    """Register ``--policy-engine regorus|regopy|opa``."""
+    from itbench_ciso.engine import ENGINES
+
     return [
         OptionSpec(
             "policy-engine",
             "policy_engine",
-            "Rego engine: embedded (regopy, in-process) or opa (an OPA server).",
-            ("embedded", "opa"),
+            "Rego engine: regorus (default) or regopy, each in a worker process, or opa (an OPA "
+            "server).",
+            ENGINES,
         )
     ]

@@ -26,8 +26,12 @@ CONSTANT_POD_POLICY = (
 )
 #: A verdict on a field an empty evidence document never has: never a violation.
 CONSTANT_SYSTEM_POLICY = _HEAD + 'violations contains "weak setting" if input.weak == true\n'
-#: Every pod of the snapshot.
-ALL_PODS_POLICY = _HEAD + f"violations contains {_POD} if {{\n\tsome pod in input.items\n}}\n"
+#: Every object of the snapshot.
+ALL_PODS_POLICY = (
+    _HEAD
+    + 'violations contains {"kind": o.kind, "namespace": object.get(o.metadata, "namespace", ""), '
+    + '"name": o.metadata.name} if {\n\tsome o in input.items\n}\n'
+)
 #: Every host or account.
 ALWAYS_POLICY = _HEAD + 'violations contains "non-compliant"\n'
 #: Collects nothing: an empty evidence document per host or account.

@@ -53,6 +53,10 @@ class CisoSpec(ScenarioSpec):
     )
     variants: VariantPlan = Field(default_factory=VariantPlan)
 
+    def facets(self) -> dict[str, str]:
+        """Report categories: the scenario family and the check (never shown to the agent)."""
+        return {"family": self.family, "check": self.check}
+
     @model_validator(mode="before")
     @classmethod
     def _from_library(cls, data: Any) -> Any:

@@ -31,14 +31,14 @@ def test_syntax_error_is_policy_compiles_false_with_the_message_saved(
         saved = (ctx.trial_dir / "policy-compile.txt").read_text()
     assert not result.passed
     assert result.metrics["policy_compiles"] is False
-    assert "policy.rego:" in saved and "unclosed" in saved
+    assert "policy.rego:6:" in saved and "expecting" in saved
     assert "policy.rego:" in result.details["reason"]
 
 
 def test_linux_syntax_error_still_reports_evidence(
     domain: CisoDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["ciso/linux-ssh-root-login"]
+    spec = catalog.scenarios["ciso/linux-sshd"]
     assert isinstance(spec, CisoSpec)
     playbook = reference(spec).playbook
     with live(domain, spec, tmp_path) as (env, ctx):
@@ -66,7 +66,7 @@ def _escaping_playbook(target: Path) -> str:
 def test_playbook_writing_outside_its_workspace_is_stopped(
     domain: CisoDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["ciso/linux-ssh-root-login"]
+    spec = catalog.scenarios["ciso/linux-sshd"]
     assert isinstance(spec, CisoSpec)
     # A harness directory (not in the sandbox at all) and the trial directory itself.
     target = tmp_path / f"escape-{uuid.uuid4().hex}"
@@ -91,7 +91,7 @@ def test_forbidden_playbook_keys_are_refused_before_running(
         playbook_problem("- hosts: all\n  tasks:\n    - ping:\n      delegate_to: other\n")
     )
     assert "YAML" in str(playbook_problem("- hosts: [\n"))
-    spec = catalog.scenarios["ciso/linux-ssh-root-login"]
+    spec = catalog.scenarios["ciso/linux-sshd"]
     assert isinstance(spec, CisoSpec)
     sub = CisoSubmission(
         playbook="- hosts: all\n  connection: ssh\n  tasks: []\n", policy=reference(spec).policy
@@ -103,7 +103,7 @@ def test_forbidden_playbook_keys_are_refused_before_running(
 
 
 def test_playbook_time_limit(domain: CisoDomain, catalog: Catalog, tmp_path: Path) -> None:
-    spec = catalog.scenarios["ciso/linux-ssh-root-login"]
+    spec = catalog.scenarios["ciso/linux-sshd"]
     assert isinstance(spec, CisoSpec)
     slow = "- hosts: all\n  gather_facts: false\n  tasks:\n    - ansible.builtin.pause:\n        seconds: 120\n"
     with live(domain, spec, tmp_path, {"playbook_timeout": 3}) as (env, ctx):
@@ -122,7 +122,7 @@ def test_visible_hosts_and_agent_tools(
     domain: CisoDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
     """The workspace holds the visible hosts and inventory only; the tools run the artifacts."""
-    spec = catalog.scenarios["ciso/linux-ssh-root-login"]
+    spec = catalog.scenarios["ciso/linux-sshd"]
     assert isinstance(spec, CisoSpec)
     ref = reference(spec)
     from .conftest import toolbox_and_task

@@ -1,4 +1,4 @@
-"""The embedded Rego engine (regopy): Rego v1, sprintf, errors; and the OPA server backend."""
+"""The worker Rego engines (regorus, regopy): Rego v1, sprintf, errors; and the OPA backend."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from itbench_ciso.checks import all_checks, k8s, linux
 from itbench_ciso.engine import (
-    EmbeddedEngine,
     OpaEngine,
     OpaServer,
     PolicyEngine,
+    WorkerEngine,
     opa_available,
     opa_binary,
     sets_as_lists,
@@ -34,7 +34,7 @@ allowed if count(violations) == 0
 
 
 def test_rego_v1_syntax_evaluates() -> None:
-    engine = EmbeddedEngine()
+    engine = WorkerEngine()
     assert engine.compile({"p.rego": V1}) is None
     docs = [{"items": [{"name": "x", "level": 3}, {"name": "y", "level": 1}]}, {"items": []}]
     first, second = engine.evaluate({"p.rego": V1}, "data.compliance.violations", docs)
@@ -50,7 +50,7 @@ def test_sprintf_keeps_spaces_and_formats_numbers() -> None:
         's := sprintf("%s is %d items", ["x", 3])\n'
         't := sprintf("%v|%s|%.2f", [{"a": 1}, "two words", 2.5])\n'
     )
-    engine = EmbeddedEngine()
+    engine = WorkerEngine()
     [s] = engine.evaluate({"f.rego": source}, "data.f.s", [{}])
     [t] = engine.evaluate({"f.rego": source}, "data.f.t", [{}])
     assert s.value == "x is 3 items"
@@ -59,14 +59,14 @@ def test_sprintf_keeps_spaces_and_formats_numbers() -> None:
 
 def test_syntax_error_is_reported_with_its_location() -> None:
     bad = "package compliance\nimport rego.v1\n\nviolations contains x if {\n\tx := [\n}\n"
-    message = EmbeddedEngine().compile({"policy.rego": bad})
-    assert message is not None
-    assert "policy.rego:" in message and "unclosed" in message
+    for name in ("regorus", "regopy"):
+        message = WorkerEngine(name).compile({"policy.rego": bad})
+        assert message is not None and "policy.rego:" in message, (name, message)
 
 
 def test_undefined_and_multiline_strings() -> None:
     source = "package u\nimport rego.v1\nlines := regex.split(`\\r?\\n`, input.text)\nmissing := input.nothing\n"
-    engine = EmbeddedEngine()
+    engine = WorkerEngine()
     [lines] = engine.evaluate({"u.rego": source}, "data.u.lines", [{"text": "a\nb"}])
     [missing] = engine.evaluate({"u.rego": source}, "data.u.missing", [{}])
     assert lines.value == ["a", "b"]
@@ -96,9 +96,11 @@ def opa_engine() -> PolicyEngine:
             server.stop()
 
 
-def test_opa_and_embedded_agree_on_every_reference_policy(opa_engine: PolicyEngine) -> None:
+def test_opa_and_the_default_engine_agree_on_every_reference_policy(
+    opa_engine: PolicyEngine,
+) -> None:
     """Both engines agree on the hidden variants of every Kubernetes and Linux check."""
-    embedded = EmbeddedEngine()
+    embedded = WorkerEngine()
     for check in all_checks().values():
         if check.family != "kubernetes":
             continue
@@ -131,11 +133,11 @@ def test_engine_selection_errors_are_infrastructure_errors(tmp_path: Path) -> No
             "id": "ciso/t",
             "domain": "ciso",
             "family": "kubernetes",
-            "check": "k8s-host-pid",
+            "check": "k8s-host-namespaces",
             "task_types": ["policy-generation"],
         }
     )
-    assert "hostPID" in spec.goal
+    assert "process ID" in spec.goal
     choices = [{"policy_engine": "rego-ng"}]
     if opa_available() is not None:
         choices.append({"policy_engine": "opa"})
@@ -156,7 +158,7 @@ def test_spec_errors_name_the_field() -> None:
     with pytest.raises(ValidationError, match="unknown check"):
         CisoSpec.model_validate({**base, "family": "kubernetes", "check": "k8s-nope"})
     with pytest.raises(ValidationError, match="belongs to family"):
-        CisoSpec.model_validate({**base, "family": "linux", "check": "k8s-host-pid"})
+        CisoSpec.model_validate({**base, "family": "linux", "check": "k8s-host-namespaces"})
     with pytest.raises(ValidationError, match="changed"):
         CisoSpec.model_validate(
             {
@@ -186,43 +188,21 @@ def test_policy_engine_flag_selects_the_engine_on_the_command_line(tmp_path: Pat
 
     def evaluate(*flags: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "itbench.cli", "evaluate", "--agent", "oracle"]
-        argv += ["-s", "ciso/k8s-host-network", "--json", *flags]
+        argv += ["-s", "ciso/k8s-host-namespaces", "--json", *flags]
         env = {k: v for k, v in os.environ.items() if k != "ITBENCH_OPA_URL"}
         return subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env)
 
-    res = evaluate("--policy-engine", "embedded", "--out", "embedded")
-    assert res.returncode == 0, res.stderr
-    [row] = json.loads(res.stdout)["results"]
-    assert row["status"] == "passed"
-    manifest = json.loads((tmp_path / "embedded" / "manifest.json").read_text())
-    assert manifest["config"]["options"] == {"policy_engine": "embedded"}
+    for name in ("regorus", "regopy"):
+        res = evaluate("--policy-engine", name, "--out", name)
+        assert res.returncode == 0, res.stderr
+        [row] = json.loads(res.stdout)["results"]
+        assert row["status"] == "passed"
+        manifest = json.loads((tmp_path / name / "manifest.json").read_text())
+        assert manifest["config"]["options"] == {"policy_engine": name}
     res = evaluate("--policy-engine", "rego-ng")
-    assert res.returncode == 2 and "not one of embedded, opa" in res.stderr
+    assert res.returncode == 2 and "not one of regorus, regopy, opa" in res.stderr
     if opa_binary() is None:
         # Asking for OPA where none can be had is the harness's error, not the agent's.
         res = evaluate("--policy-engine", "opa", "--out", "opa")
         assert res.returncode == 1
         assert json.loads(res.stdout)["results"][0]["status"] == "error"
-
-
-SLOW = """package compliance
-
-import rego.v1
-
-violations contains n if {
-	some n in numbers.range(1, 300000000)
-	n < 0
-}
-"""
-
-
-def test_a_policy_that_runs_too_long_fails_alone() -> None:
-    """The engine's worker is stopped at the time limit; the next policy gets a fresh one."""
-    engine = EmbeddedEngine(timeout=2)
-    try:
-        [slow] = engine.evaluate({"p.rego": SLOW}, "data.compliance.violations", [{}])
-        [fine] = engine.evaluate({"p.rego": V1}, "data.compliance.violations", [{"items": []}])
-    finally:
-        engine.close()
-    assert slow.error is not None and "longer than 2s" in slow.error
-    assert fine.error is None and fine.value == []

@@ -92,7 +92,7 @@ def _assert_no_marker(*texts: str) -> None:
 def test_opa_runtime_shows_nothing_of_the_harness_kubernetes(
     marker: None, domain: CisoDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["ciso/k8s-host-network"]
+    spec = catalog.scenarios["ciso/k8s-host-namespaces"]
     assert isinstance(spec, CisoSpec)
     with live(domain, spec, tmp_path) as (env, ctx):
         toolbox, task = toolbox_and_task(domain, spec, env, ctx)
@@ -259,7 +259,7 @@ def _kill_server(env: Any) -> None:
 def test_a_dead_endpoint_is_a_harness_problem(
     domain: CisoDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["ciso/cloud-ebs-encrypted"]
+    spec = catalog.scenarios["ciso/cloud-ebs-encryption"]
     assert isinstance(spec, CisoSpec)
     with live(domain, spec, tmp_path) as (env, _):
         assert env.harness_problems() == []
@@ -449,7 +449,7 @@ def test_evidence_left_as_a_link_to_a_harness_file_is_refused(
         state: link
         force: true
 """
-    spec = catalog.scenarios["ciso/linux-ssh-root-login"]
+    spec = catalog.scenarios["ciso/linux-sshd"]
     assert isinstance(spec, CisoSpec)
     with live(domain, spec, tmp_path / "trial-env") as (env, ctx):
         toolbox, _ = toolbox_and_task(domain, spec, env, ctx)

@@ -13,7 +13,7 @@ from itbench.catalog import Catalog
 from .conftest import live, toolbox_and_task
 
 #: Judged whole (hosts, accounts): the slow families, a few of each.
-SYSTEMS = ["ciso/linux-ssh-root-login", "ciso/linux-shadow-mode", "ciso/cloud-sg-ssh-open"]
+SYSTEMS = ["ciso/linux-sshd", "ciso/linux-file-permissions", "ciso/cloud-sg-admin-ports"]
 
 
 def _run_probes(domain: CisoDomain, spec: CisoSpec, tmp: Path) -> dict[str, dict[str, object]]:

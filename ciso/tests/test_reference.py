@@ -36,7 +36,7 @@ def test_an_unknown_check_is_rejected_with_the_family_s_check_ids() -> None:
 
 def test_without_a_valid_family_every_check_id_is_listed_by_family() -> None:
     text = _error({"family": "mainframe", "check": "nope"})
-    assert "unknown check 'nope'; valid checks by family: kubernetes: k8s-host-network" in text
+    assert "unknown check 'nope'; valid checks by family: kubernetes: k8s-host-namespaces" in text
     assert all(cid in text for cid in all_checks())
 
 

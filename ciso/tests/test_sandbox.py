@@ -164,7 +164,7 @@ print(json.dumps([done.returncode, done.stdout.strip(), done.stderr[-500:]]))
 def test_no_ground_truth_is_on_disk_while_the_judges_playbook_runs(
     domain: CisoDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["ciso/linux-ssh-root-login"]
+    spec = catalog.scenarios["ciso/linux-sshd"]
     assert isinstance(spec, CisoSpec)
     ref = reference(spec)
     slow = ref.playbook.replace(  # type: ignore[union-attr]
@@ -206,7 +206,7 @@ def test_the_file_handle_agent_fails_end_to_end(tmp_path: Path) -> None:
     shutil.copy(AGENT, agent)
     config = RunConfig(
         agent="command",
-        scenarios=["ciso/linux-ssh-root-login"],
+        scenarios=["ciso/linux-sshd"],
         options={"agent_command": f"/usr/bin/python3 {agent}"},
     )
     run = tmp_path / "run"

@@ -15,9 +15,9 @@ from .conftest import judge, live, toolbox_and_task
 REPRESENTATIVE = [
     "ciso/k8s-run-as-non-root",  # effective values: container overrides pod
     "ciso/update-image-tag-image-registry",  # policy set update
-    "ciso/linux-services-disabled",  # evidence of symlinks through find
-    "ciso/linux-shadow-mode",  # evidence of permissions through stat
-    "ciso/cloud-sg-ssh-open",  # collector against hidden moto accounts
+    "ciso/linux-services",  # evidence of symlinks through find
+    "ciso/linux-file-permissions",  # evidence of permissions through stat
+    "ciso/cloud-sg-admin-ports",  # collector against hidden moto accounts
 ]
 
 
@@ -27,10 +27,10 @@ def test_catalog_has_every_family_and_one_smoke_scenario(catalog: Catalog) -> No
     by_family: dict[str, int] = {}
     for s in specs:
         by_family[s.family] = by_family.get(s.family, 0) + 1
-    assert len(specs) >= 50
-    assert by_family["kubernetes"] >= 15 and by_family["linux"] >= 20
-    assert by_family["cloud"] >= 10 and by_family["policy-update"] >= 5
-    assert [s.id for s in specs if "smoke" in s.tags] == ["ciso/k8s-host-network"]
+    assert len(specs) >= 40 and len({(s.family, s.check) for s in specs}) == len(specs)
+    assert by_family["kubernetes"] >= 20 and by_family["linux"] >= 12
+    assert by_family["cloud"] >= 8 and by_family["policy-update"] >= 5
+    assert [s.id for s in specs if "smoke" in s.tags] == ["ciso/k8s-host-namespaces"]
 
 
 @pytest.mark.parametrize("sid", REPRESENTATIVE)
@@ -49,20 +49,19 @@ def test_noop_fails_and_oracle_passes(
     assert result.metrics["precision"] == 1.0 and result.metrics["recall"] == 1.0
 
 
-@pytest.mark.parametrize(
-    ("sid", "solved"),
-    [("ciso/k8s-host-network", True), ("ciso/k8s-privileged", False)],
-)
-def test_baseline_solves_some_but_not_all(
-    sid: str, solved: bool, domain: CisoDomain, catalog: Catalog, tmp_path: Path
+@pytest.mark.parametrize("sid", ["ciso/k8s-privileged", "ciso/linux-sshd"])
+def test_baseline_templates_miss_what_hidden_variants_test(
+    sid: str, domain: CisoDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
+    """The keyword templates answer these requirements, and the hidden variants defeat them."""
     spec = catalog.scenarios[sid]
     assert isinstance(spec, CisoSpec)
     with live(domain, spec, tmp_path) as (env, ctx):
         toolbox, task = toolbox_and_task(domain, spec, env, ctx)
         submission = domain.baseline(task, toolbox)
         result = judge(domain, spec, env, ctx, submission)
-    assert result.passed is solved, result.details
+    assert submission is not None and submission.policy
+    assert result.metrics["policy_compiles"] is True and not result.passed, result.details
 
 
 def test_cloud_evidence_through_an_ansible_playbook(

@@ -20,8 +20,8 @@ ALWAYS_POD = """package compliance
 
 import rego.v1
 
-violations contains {"kind": "Pod", "namespace": pod.metadata.namespace, "name": pod.metadata.name} if {
-	some pod in input.items
+violations contains {"kind": o.kind, "namespace": object.get(o.metadata, "namespace", ""), "name": o.metadata.name} if {
+	some o in input.items
 }
 """
 NEVER = "package compliance\n\nimport rego.v1\n\nviolations := set()\n"
@@ -108,7 +108,7 @@ def test_every_host_and_account_scenario_has_both_verdicts(
 def test_trivial_policies_fail_a_linux_scenario_end_to_end(
     domain: CisoDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["ciso/linux-sysctl-ip-forward"]
+    spec = catalog.scenarios["ciso/linux-kernel-parameters"]
     assert isinstance(spec, CisoSpec)
     playbook = playbook_for(("/etc/sysctl.d/*", "/etc/sysctl.conf"), (), ())
     with live(domain, spec, tmp_path) as (env, ctx):

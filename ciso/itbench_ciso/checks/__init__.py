@@ -20,8 +20,8 @@ FAMILIES = ("kubernetes", "linux", "cloud")
 def all_checks() -> dict[str, Check]:
     """Every check of the library, by id."""
     out: dict[str, Check] = {}
-    for module in (k8s, linux, cloud):
-        for check in module.CHECKS:
+    for checks in (k8s.LIBRARY, linux.CHECKS, cloud.CHECKS):
+        for check in checks:
             if check.id in out:
                 raise ValueError(f"duplicate check id {check.id}")
             out[check.id] = check

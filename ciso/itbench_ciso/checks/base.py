@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -55,3 +56,9 @@ class Variant:
     def compliant(self) -> bool:
         """Whether nothing in the variant violates the requirement."""
         return not self.violating
+
+
+def rotated(rng: random.Random, items: list[Any]) -> list[Any]:
+    """``items`` from a random start: each trial's hidden variants lead with other mutations."""
+    k = rng.randrange(len(items)) if items else 0
+    return items[k:] + items[:k]

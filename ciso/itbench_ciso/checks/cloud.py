@@ -14,12 +14,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from itbench_ciso.checks.base import Check, Variant
+from itbench_ciso.checks.base import Check, Variant, rotated
 
 Plan = dict[str, Any]
 Mutation = Callable[[Plan], None]
 
 PUBLIC_ACLS = ("public-read", "public-read-write", "authenticated-read")
+#: The account's second region.
+OTHER_REGION = "eu-west-1"
+#: The regions every account operates in (the task context names them).
+REGIONS = ("us-east-1", OTHER_REGION)
+#: Event selectors of a trail that records every management event.
+ALL_MANAGEMENT = [{"ReadWriteType": "All", "IncludeManagementEvents": True}]
+FULL_BLOCK = {
+    "BlockPublicAcls": True,
+    "IgnorePublicAcls": True,
+    "BlockPublicPolicy": True,
+    "RestrictPublicBuckets": True,
+}
 
 
 def _bucket(name: str, **kw: Any) -> dict[str, Any]:
@@ -69,17 +81,31 @@ def clean_account() -> Plan:
         ],
         "password_policy": {"MinimumPasswordLength": 14, "RequireSymbols": True},
         "trails": [{"name": "org-trail", "multi_region": True, "logging": True}],
+        # Resources of a second region the account uses.
+        "regions": {
+            OTHER_REGION: {
+                "security_groups": [
+                    {
+                        "name": "replica-web",
+                        "rules": [{"proto": "tcp", "from": 443, "to": 443, "cidr": "0.0.0.0/0"}],
+                    }
+                ],
+                "volumes": [{"size": 50, "encrypted": True}],
+                "ebs_default_encryption": True,
+            }
+        },
     }
 
 
 # --- seeding ---------------------------------------------------------------------------------
 
 
-def seed(clients: Callable[[str], Any], plan: Plan, suffix: str) -> None:
+def seed(clients: Callable[..., Any], plan: Plan, suffix: str) -> None:
     """Create ``plan`` in the account the ``clients`` factory talks to.
 
     Args:
-        clients: Service name -> boto3 client of the account.
+        clients: (service name, region) -> boto3 client of the account (the region defaults
+            to the endpoint's).
         plan: The account plan.
         suffix: Appended to bucket names (bucket names are global).
     """
@@ -107,29 +133,9 @@ def seed(clients: Callable[[str], Any], plan: Plan, suffix: str) -> None:
             s3.put_bucket_versioning(
                 Bucket=name, VersioningConfiguration={"Status": b["versioning"]}
             )
-    ec2 = clients("ec2")
-    vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
-    for sg in plan["security_groups"]:
-        gid = ec2.create_security_group(
-            GroupName=sg["name"], Description=f"{sg['name']} tier", VpcId=vpc
-        )["GroupId"]
-        perms = []
-        unique = {tuple(sorted(r.items())): r for r in sg["rules"]}
-        for r in unique.values():
-            perm: dict[str, Any] = {"IpProtocol": r["proto"]}
-            if r["proto"] != "-1":
-                perm.update(FromPort=r["from"], ToPort=r["to"])
-            if ":" in r["cidr"]:
-                perm["Ipv6Ranges"] = [{"CidrIpv6": r["cidr"]}]
-            else:
-                perm["IpRanges"] = [{"CidrIp": r["cidr"]}]
-            perms.append(perm)
-        if perms:
-            ec2.authorize_security_group_ingress(GroupId=gid, IpPermissions=perms)
-    for v in plan["volumes"]:
-        ec2.create_volume(AvailabilityZone="us-east-1a", Size=v["size"], Encrypted=v["encrypted"])
-    if plan["ebs_default_encryption"]:
-        ec2.enable_ebs_encryption_by_default()
+    _seed_region(clients("ec2"), plan)
+    for region, extra in plan.get("regions", {}).items():
+        _seed_region(clients("ec2", region), extra)
     iam = clients("iam")
     for u in plan["users"]:
         iam.create_user(UserName=u["name"])
@@ -157,8 +163,38 @@ def seed(clients: Callable[[str], Any], plan: Plan, suffix: str) -> None:
         ct.create_trail(
             Name=t["name"], S3BucketName=trail_bucket, IsMultiRegionTrail=t["multi_region"]
         )
+        ct.put_event_selectors(
+            TrailName=t["name"], EventSelectors=t.get("selectors", ALL_MANAGEMENT)
+        )
         if t["logging"]:
             ct.start_logging(Name=t["name"])
+
+
+def _seed_region(ec2: Any, part: Plan) -> None:
+    """Security groups, volumes and the EBS default of one region."""
+    vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
+    for sg in part["security_groups"]:
+        gid = ec2.create_security_group(
+            GroupName=sg["name"], Description=f"{sg['name']} tier", VpcId=vpc
+        )["GroupId"]
+        perms = []
+        unique = {tuple(sorted(r.items())): r for r in sg["rules"]}
+        for r in unique.values():
+            perm: dict[str, Any] = {"IpProtocol": r["proto"]}
+            if r["proto"] != "-1":
+                perm.update(FromPort=r["from"], ToPort=r["to"])
+            if ":" in r["cidr"]:
+                perm["Ipv6Ranges"] = [{"CidrIpv6": r["cidr"]}]
+            else:
+                perm["IpRanges"] = [{"CidrIp": r["cidr"]}]
+            perms.append(perm)
+        if perms:
+            ec2.authorize_security_group_ingress(GroupId=gid, IpPermissions=perms)
+    for v in part["volumes"]:
+        zone = f"{ec2.meta.region_name}a"
+        ec2.create_volume(AvailabilityZone=zone, Size=v["size"], Encrypted=v["encrypted"])
+    if part["ebs_default_encryption"]:
+        ec2.enable_ebs_encryption_by_default()
 
 
 # --- reference collector -----------------------------------------------------------------------
@@ -192,9 +228,10 @@ def collect_buckets():
 """,
     "security_groups": """
 def collect_security_groups():
-    ec2 = boto3.client("ec2")
     out = []
-    for sg in ec2.describe_security_groups()["SecurityGroups"]:
+    for region in regions():
+      ec2 = boto3.client("ec2", region_name=region)
+      for sg in ec2.describe_security_groups()["SecurityGroups"]:
         rules = []
         for p in sg.get("IpPermissions", []):
             rules.append({
@@ -204,18 +241,21 @@ def collect_security_groups():
                 "cidrs": [r["CidrIp"] for r in p.get("IpRanges", [])]
                 + [r["CidrIpv6"] for r in p.get("Ipv6Ranges", [])],
             })
-        out.append({"id": sg["GroupId"], "name": sg["GroupName"], "ingress": rules})
+        out.append({"id": sg["GroupId"], "name": sg["GroupName"], "region": region,
+                    "ingress": rules})
     return out
 """,
     "volumes": """
 def collect_volumes():
-    ec2 = boto3.client("ec2")
-    return [{"id": v["VolumeId"], "encrypted": v["Encrypted"]}
-            for v in ec2.describe_volumes()["Volumes"]]
+    return [{"id": v["VolumeId"], "region": region, "encrypted": v["Encrypted"]}
+            for region in regions()
+            for v in boto3.client("ec2", region_name=region).describe_volumes()["Volumes"]]
 """,
     "ebs_default": """
 def collect_ebs_default():
-    return boto3.client("ec2").get_ebs_encryption_by_default()["EbsEncryptionByDefault"]
+    return {region: boto3.client("ec2", region_name=region)
+            .get_ebs_encryption_by_default()["EbsEncryptionByDefault"]
+            for region in regions()}
 """,
     "users": """
 def collect_users():
@@ -249,8 +289,9 @@ def collect_trails():
     out = []
     for t in ct.describe_trails()["trailList"]:
         status = ct.get_trail_status(Name=t["TrailARN"])
+        selectors = ct.get_event_selectors(TrailName=t["TrailARN"]).get("EventSelectors", [])
         out.append({"name": t["Name"], "multi_region": t.get("IsMultiRegionTrail", False),
-                    "logging": status.get("IsLogging", False)})
+                    "logging": status.get("IsLogging", False), "selectors": selectors})
     return out
 """,
 }
@@ -262,7 +303,9 @@ def collector_for(sections: tuple[str, ...]) -> str:
     calls = ",\n".join(f'        "{s}": collect_{s}()' for s in sections)
     return (
         '"""Collect account evidence with boto3; the endpoint comes from AWS_ENDPOINT_URL."""\n\n'
-        "import json\n\nimport boto3\nfrom botocore.exceptions import ClientError\n"
+        "import json\n\nimport boto3\nfrom botocore.exceptions import ClientError\n\n\n"
+        "\n\n"
+        f"def regions():\n    return {list(REGIONS)!r}\n"
         f"{funcs}\n\n"
         'if __name__ == "__main__":\n'
         f"    print(json.dumps({{\n{calls},\n    }}))\n"
@@ -317,6 +360,14 @@ def _rule(proto: str, lo: int, hi: int, cidr: str, group: int = 0) -> Mutation:
     return mutate
 
 
+def _both(*muts: Mutation) -> Mutation:
+    def mutate(plan: Plan) -> None:
+        for m in muts:
+            m(plan)
+
+    return mutate
+
+
 def _set(key: str, value: Any) -> Mutation:
     def mutate(plan: Plan) -> None:
         plan[key] = copy.deepcopy(value)
@@ -331,6 +382,52 @@ def _append(key: str, value: Any) -> Mutation:
     return mutate
 
 
+def _region(key: str, value: Any = None, append: Any = None) -> Mutation:
+    """Set (or append to) a field of the account's second region."""
+
+    def mutate(plan: Plan) -> None:
+        part = plan["regions"][OTHER_REGION]
+        if append is not None:
+            part[key].append(copy.deepcopy(append))
+        else:
+            part[key] = copy.deepcopy(value)
+
+    return mutate
+
+
+def _region_rule(proto: str, lo: int, hi: int, cidr: str) -> Mutation:
+    return _region(
+        "security_groups",
+        append={
+            "name": "replica-admin",
+            "rules": [{"proto": proto, "from": lo, "to": hi, "cidr": cidr}],
+        },
+    )
+
+
+def _ebs_ok(plan: Plan) -> bool:
+    parts = [plan, *plan.get("regions", {}).values()]
+    return all(
+        all(v["encrypted"] for v in part["volumes"])
+        and (part["ebs_default_encryption"] or not part["volumes"])
+        for part in parts
+    )
+
+
+def _records_management(trail: dict[str, Any]) -> bool:
+    kinds = {
+        s["ReadWriteType"]
+        for s in trail.get("selectors", ALL_MANAGEMENT)
+        if s.get("IncludeManagementEvents", True)
+    }
+    return "All" in kinds or {"ReadOnly", "WriteOnly"} <= kinds
+
+
+def _blocked(plan: Plan, bucket: dict[str, Any]) -> bool:
+    config = bucket["block_public"]
+    return config is not None and all(config.get(k) for k in FULL_BLOCK)
+
+
 def _edit(key: str, i: int, **kw: Any) -> Mutation:
     def mutate(plan: Plan) -> None:
         plan[key][i].update(kw)
@@ -338,9 +435,16 @@ def _edit(key: str, i: int, **kw: Any) -> Mutation:
     return mutate
 
 
+def _all_groups(plan: Plan) -> list[dict[str, Any]]:
+    groups = list(plan["security_groups"])
+    for part in plan.get("regions", {}).values():
+        groups += part["security_groups"]
+    return groups
+
+
 def _open(port: int) -> Callable[[Plan], bool]:
     def pred(plan: Plan) -> bool:
-        for sg in plan["security_groups"]:
+        for sg in _all_groups(plan):
             for r in sg["rules"]:
                 if r["cidr"] not in ("0.0.0.0/0", "::/0"):
                     continue
@@ -351,53 +455,32 @@ def _open(port: int) -> Callable[[Plan], bool]:
     return pred
 
 
-def _port_rego(port: int) -> str:
-    return f"""violations contains sg.id if {{
+def _ports_open(plan: Plan) -> bool:
+    return _open(22)(plan) or _open(3389)(plan)
+
+
+_PORTS_REGO = """violations contains sg.id if {
 	some sg in input.security_groups
 	some rule in sg.ingress
 	some cidr in rule.cidrs
-	cidr in {{"0.0.0.0/0", "::/0"}}
-	covers(rule, {port})
-}}
+	cidr in {"0.0.0.0/0", "::/0"}
+	some port in [22, 3389]
+	covers(rule, port)
+}
 
 covers(rule, port) if rule.protocol == "-1"
 
-covers(rule, port) if {{
-	rule.protocol in {{"tcp", "6"}}
+covers(rule, port) if {
+	rule.protocol in {"tcp", "6"}
 	rule.from_port <= port
 	port <= rule.to_port
-}}"""
-
-
-def _port_check(cid: str, port: int, service: str) -> CloudCheck:
-    return CloudCheck(
-        id=cid,
-        title=f"No security group open to the world on port {port}",
-        requirement=(
-            f"No security group may allow ingress from 0.0.0.0/0 or ::/0 to the {service} port "
-            f"{port}: no inbound rule from those ranges whose protocol is `-1` (all traffic) or "
-            f"TCP with a port range that includes {port}."
-        ),
-        rego=_port_rego(port),
-        violates=_open(port),
-        sections=("security_groups",),
-        bad={
-            f"{port} from anywhere": _rule("tcp", port, port, "0.0.0.0/0", 1),
-            "wide port range from anywhere": _rule("tcp", 0, 65535, "0.0.0.0/0", 2),
-            "all traffic from anywhere": _rule("-1", 0, 0, "0.0.0.0/0", 2),
-            f"{port} from anywhere over IPv6": _rule("tcp", port, port, "::/0", 0),
-        },
-        near={
-            f"{port} from the VPC only": _rule("tcp", port, port, "10.0.0.0/8", 2),
-            f"{port + 1} from anywhere": _rule("tcp", port + 1, port + 1, "0.0.0.0/0", 0),
-            "range ending just below": _rule("tcp", port - 10, port - 1, "0.0.0.0/0", 0),
-            f"udp {port} from anywhere": _rule("udp", port, port, "0.0.0.0/0", 0),
-        },
-    )
+}"""
 
 
 def _trail_ok(plan: Plan) -> bool:
-    return any(t["multi_region"] and t["logging"] for t in plan["trails"])
+    return any(
+        t["multi_region"] and t["logging"] and _records_management(t) for t in plan["trails"]
+    )
 
 
 CHECKS: list[CloudCheck] = [
@@ -405,9 +488,9 @@ CHECKS: list[CloudCheck] = [
         id="cloud-s3-public-acl",
         title="No S3 bucket readable or writable by everyone through its ACL",
         requirement=(
-            "No S3 bucket ACL may grant any permission to the AllUsers or AuthenticatedUsers "
-            "groups (grantee URIs http://acs.amazonaws.com/groups/global/AllUsers and "
-            ".../AuthenticatedUsers)."
+            "Ensure S3 bucket ACLs grant no access to everyone or to any authenticated AWS "
+            "user: no bucket ACL may grant a permission to the AllUsers or AuthenticatedUsers "
+            "groups."
         ),
         rego="""violations contains b.name if {
 	some b in input.buckets
@@ -423,35 +506,34 @@ CHECKS: list[CloudCheck] = [
             "public-read bucket": _set_bucket(0, acl="public-read"),
             "authenticated-read bucket": _set_bucket(1, acl="authenticated-read"),
             "new public-read-write bucket": _add_bucket("upload-drop", acl="public-read-write"),
+            "public-read-write trail bucket": _set_bucket(2, acl="public-read-write"),
         },
         near={
             "log-delivery-write ACL": _set_bucket(1, acl="log-delivery-write"),
             "no public access block, private ACL": _set_bucket(0, block_public=None),
+            "a new private bucket": _add_bucket("exports"),
+            "versioning suspended on a private bucket": _set_bucket(0, versioning="Suspended"),
         },
     ),
     CloudCheck(
         id="cloud-s3-public-access-block",
         title="S3 public access block on every bucket",
         requirement=(
-            "Every S3 bucket must have a public access block configuration with all four "
-            "settings (BlockPublicAcls, IgnorePublicAcls, BlockPublicPolicy, "
-            "RestrictPublicBuckets) set to true."
+            "Ensure that S3 buckets are configured with Block public access (bucket settings) "
+            "(CIS AWS 2.1.4): every bucket must have all four public access block settings on."
         ),
         rego="""violations contains b.name if {
 	some b in input.buckets
-	not fully_blocked(b)
+	not full(b.public_access_block)
 }
 
-fully_blocked(b) if {
-	c := b.public_access_block
+full(c) if {
 	c.BlockPublicAcls == true
 	c.IgnorePublicAcls == true
 	c.BlockPublicPolicy == true
 	c.RestrictPublicBuckets == true
 }""",
-        violates=lambda p: any(
-            b["block_public"] is None or not all(b["block_public"].values()) for b in p["buckets"]
-        ),
+        violates=lambda p: any(not _blocked(p, b) for b in p["buckets"]),
         sections=("buckets",),
         bad={
             "no configuration": _set_bucket(1, block_public=None),
@@ -465,40 +547,63 @@ fully_blocked(b) if {
                 },
             ),
             "new bucket without configuration": _add_bucket("exports", block_public=None),
+            "public ACLs not ignored on a new bucket": _add_bucket(
+                "uploads",
+                block_public={
+                    "BlockPublicAcls": True,
+                    "IgnorePublicAcls": False,
+                    "BlockPublicPolicy": True,
+                    "RestrictPublicBuckets": True,
+                },
+            ),
         },
         near={
             "public-read ACL but fully blocked": _set_bucket(0, acl="public-read"),
             "unencrypted but fully blocked": _set_bucket(2, encryption=None),
+            "a new fully blocked bucket": _add_bucket("reports"),
+            "versioning suspended but fully blocked": _set_bucket(1, versioning="Suspended"),
         },
     ),
     CloudCheck(
         id="cloud-s3-encryption-kms",
         title="S3 default encryption with KMS",
         requirement=(
-            "Every S3 bucket must have default encryption with SSE-KMS: its default encryption "
-            "rule's SSEAlgorithm must be aws:kms (AES256 is not enough; no rule violates)."
+            "Ensure all S3 buckets employ encryption at rest with AWS KMS keys: every bucket's "
+            "default encryption must be SSE-KMS."
         ),
         rego="""violations contains b.name if {
 	some b in input.buckets
-	not "aws:kms" in b.sse
+	not kms(b)
+}
+
+kms(b) if {
+	some algorithm in b.sse
+	algorithm in {"aws:kms", "aws:kms:dsse"}
 }""",
-        violates=lambda p: any(b["encryption"] != "aws:kms" for b in p["buckets"]),
+        violates=lambda p: any(
+            b["encryption"] not in ("aws:kms", "aws:kms:dsse") for b in p["buckets"]
+        ),
         sections=("buckets",),
         bad={
             "AES256": _set_bucket(0, encryption="AES256"),
             "no default encryption": _set_bucket(1, encryption=None),
+            "new bucket with AES256": _add_bucket("cache", encryption="AES256"),
+            "trail bucket with AES256": _set_bucket(2, encryption="AES256"),
         },
         near={
             "aws:kms with a named key": _set_bucket(
                 2, kms_key="arn:aws:kms:us-east-1:000000000000:key/app"
             ),
             "versioning suspended": _set_bucket(0, versioning="Suspended"),
+            "a new KMS bucket": _add_bucket("ml-data"),
+            "dual-layer KMS encryption": _set_bucket(1, encryption="aws:kms:dsse"),
+            "public-read but KMS-encrypted": _set_bucket(0, acl="public-read"),
         },
     ),
     CloudCheck(
         id="cloud-s3-versioning",
         title="S3 versioning enabled",
-        requirement="Every S3 bucket must have versioning Enabled (Suspended or never enabled violates).",
+        requirement="Ensure versioning is enabled on every S3 bucket.",
         rego="""violations contains b.name if {
 	some b in input.buckets
 	b.versioning != "Enabled"
@@ -513,53 +618,94 @@ violations contains b.name if {
         bad={
             "suspended": _set_bucket(0, versioning="Suspended"),
             "never enabled": _add_bucket("scratch", versioning=None),
+            "trail bucket suspended": _set_bucket(2, versioning="Suspended"),
+            "a new suspended bucket": _add_bucket("tmp", versioning="Suspended"),
         },
         near={
             "AES256 but versioned": _set_bucket(1, encryption="AES256"),
             "new versioned bucket": _add_bucket("reports"),
+            "versioned without a public access block": _set_bucket(0, block_public=None),
+            "a new versioned AES256 bucket": _add_bucket("archive", encryption="AES256"),
         },
     ),
     CloudCheck(
-        id="cloud-ebs-encrypted",
-        title="EBS volumes encrypted",
-        requirement="Every EBS volume of the account must be encrypted.",
+        id="cloud-ebs-encryption",
+        title="Ensure EBS volume encryption is enabled",
+        requirement=(
+            "Ensure EBS volume encryption is enabled in all regions (CIS AWS 2.2.1): every EBS "
+            "volume of the account must be encrypted, and encryption by default must be on in "
+            "every region where the account has volumes."
+        ),
         rego="""violations contains v.id if {
 	some v in input.volumes
 	v.encrypted != true
+}
+
+violations contains v.region if {
+	some v in input.volumes
+	not input.ebs_default[v.region] == true
 }""",
-        violates=lambda p: any(not v["encrypted"] for v in p["volumes"]),
-        sections=("volumes",),
+        violates=lambda p: not _ebs_ok(p),
+        sections=("volumes", "ebs_default"),
         bad={
-            "unencrypted volume": _append("volumes", {"size": 50, "encrypted": False}),
-            "unencrypted data volume": _edit("volumes", 1, encrypted=False),
+            "encryption by default off": _set("ebs_default_encryption", False),
+            "an unencrypted volume": _append("volumes", {"size": 50, "encrypted": False}),
+            "the data volume unencrypted": _edit("volumes", 1, encrypted=False),
+            "the boot volume unencrypted": _edit("volumes", 0, encrypted=False),
+            "a small unencrypted scratch volume": _append(
+                "volumes", {"size": 1, "encrypted": False}
+            ),
+            "encryption by default off in another region": _region("ebs_default_encryption", False),
+            "an unencrypted volume in another region": _region(
+                "volumes", append={"size": 20, "encrypted": False}
+            ),
         },
         near={
-            "default encryption off, volumes encrypted": _set("ebs_default_encryption", False),
             "another encrypted volume": _append("volumes", {"size": 500, "encrypted": True}),
+            "a large encrypted volume": _append("volumes", {"size": 2000, "encrypted": True}),
+            "a 1 GiB encrypted volume": _append("volumes", {"size": 1, "encrypted": True}),
+            "no volume at all": _set("volumes", []),
+            "a single encrypted volume": _set("volumes", [{"size": 8, "encrypted": True}]),
+            "another region without volumes or encryption by default": _both(
+                _region("volumes", []), _region("ebs_default_encryption", False)
+            ),
         },
     ),
     CloudCheck(
-        id="cloud-ebs-default-encryption",
-        title="EBS encryption by default",
-        requirement="EBS encryption by default must be enabled for the account in us-east-1.",
-        rego='violations contains "EBS encryption by default is off" if input.ebs_default != true',
-        violates=lambda p: not p["ebs_default_encryption"],
-        sections=("ebs_default",),
-        bad={"disabled": _set("ebs_default_encryption", False)},
+        id="cloud-sg-admin-ports",
+        title="Ensure no security groups allow ingress from anywhere to remote administration ports",
+        requirement=(
+            "Ensure no security groups allow ingress from 0.0.0.0/0 or ::/0 to remote server "
+            "administration ports in any region (CIS AWS 5.2, 5.3): SSH (22) and RDP (3389)."
+        ),
+        rego=_PORTS_REGO,
+        violates=_ports_open,
+        sections=("security_groups",),
+        bad={
+            "SSH from anywhere": _rule("tcp", 22, 22, "0.0.0.0/0", 1),
+            "RDP from anywhere": _rule("tcp", 3389, 3389, "0.0.0.0/0", 0),
+            "a wide port range from anywhere": _rule("tcp", 0, 65535, "0.0.0.0/0", 2),
+            "all traffic from anywhere": _rule("-1", 0, 0, "0.0.0.0/0", 2),
+            "SSH from anywhere over IPv6": _rule("tcp", 22, 22, "::/0", 0),
+            "a range ending at 3389": _rule("tcp", 3000, 3389, "0.0.0.0/0", 1),
+            "SSH from anywhere in another region": _region_rule("tcp", 22, 22, "0.0.0.0/0"),
+        },
         near={
-            "enabled with an older unencrypted volume": _append(
-                "volumes", {"size": 8, "encrypted": False}
-            )
+            "SSH from the VPC only": _rule("tcp", 22, 22, "10.0.0.0/8", 2),
+            "port 2222 from anywhere": _rule("tcp", 2222, 2222, "0.0.0.0/0", 0),
+            "a range ending just below 22": _rule("tcp", 10, 21, "0.0.0.0/0", 0),
+            "UDP 3389 from anywhere": _rule("udp", 3389, 3389, "0.0.0.0/0", 0),
+            "RDP from one address": _rule("tcp", 3389, 3389, "203.0.113.7/32", 1),
+            "HTTPS from anywhere over IPv6": _rule("tcp", 443, 443, "::/0", 0),
+            "RDP from the VPC in another region": _region_rule("tcp", 3389, 3389, "10.20.0.0/16"),
         },
     ),
-    _port_check("cloud-sg-ssh-open", 22, "SSH"),
-    _port_check("cloud-sg-rdp-open", 3389, "RDP"),
     CloudCheck(
         id="cloud-iam-console-mfa",
         title="MFA for every console user",
         requirement=(
-            "Every IAM user with a console password (a login profile) must have an MFA device; "
-            "users without console access are exempt."
+            "Ensure multi-factor authentication (MFA) is enabled for all IAM users that have a "
+            "console password (CIS AWS 1.10)."
         ),
         rego="""violations contains u.name if {
 	some u in input.users
@@ -573,17 +719,33 @@ violations contains b.name if {
             "new console user": _append(
                 "users", {"name": "carol", "console": True, "mfa": False, "keys": []}
             ),
+            "alice loses her MFA device": _edit("users", 0, mfa=False),
+            "a console user with keys and no MFA": _append(
+                "users", {"name": "dave", "console": True, "mfa": False, "keys": ["Active"]}
+            ),
         },
         near={
             "API-only user without MFA": _append(
                 "users", {"name": "backup-job", "console": False, "mfa": False, "keys": ["Active"]}
-            )
+            ),
+            "a new console user with MFA": _append(
+                "users", {"name": "erin", "console": True, "mfa": True, "keys": []}
+            ),
+            "a user with an inactive key only": _append(
+                "users", {"name": "old-ci", "console": False, "mfa": False, "keys": ["Inactive"]}
+            ),
+            "an API-only user with MFA": _append(
+                "users", {"name": "etl", "console": False, "mfa": True, "keys": ["Active"]}
+            ),
         },
     ),
     CloudCheck(
         id="cloud-iam-single-active-key",
         title="At most one active access key per user",
-        requirement="No IAM user may have more than one active access key (inactive keys do not count).",
+        requirement=(
+            "Ensure there is only one active access key available for any single IAM user "
+            "(CIS AWS 1.13)."
+        ),
         rego="""violations contains u.name if {
 	some u in input.users
 	count([k | some k in u.access_keys; k == "Active"]) > 1
@@ -593,25 +755,44 @@ violations contains b.name if {
         bad={
             "two active keys": _edit("users", 2, keys=["Active", "Active"]),
             "console user with two keys": _edit("users", 0, keys=["Active", "Active"]),
+            "bob with two active keys": _edit("users", 1, keys=["Active", "Active"]),
+            "a new user with two active keys": _append(
+                "users",
+                {"name": "sync", "console": False, "mfa": False, "keys": ["Active", "Active"]},
+            ),
         },
         near={
             "one active and one inactive": _edit("users", 2, keys=["Active", "Inactive"]),
             "two inactive": _edit("users", 1, keys=["Inactive", "Inactive"]),
+            "inactive then active": _edit("users", 0, keys=["Inactive", "Active"]),
+            "a new user with one key": _append(
+                "users", {"name": "sync", "console": False, "mfa": False, "keys": ["Active"]}
+            ),
         },
     ),
     CloudCheck(
         id="cloud-cloudtrail",
         title="A multi-region trail is logging",
         requirement=(
-            "CloudTrail must record all regions: at least one trail must be multi-region and "
-            "currently logging."
+            "Ensure CloudTrail is enabled in all regions (CIS AWS 3.1): at least one "
+            "multi-region trail must be logging read and write management events."
         ),
-        rego="""violations contains "no logging multi-region trail" if not ok
+        rego="""violations contains "no multi-region trail records management events" if not ok
 
 ok if {
 	some t in input.trails
 	t.multi_region == true
 	t.logging == true
+	records_management(t)
+}
+
+kinds(t) := {s.ReadWriteType | some s in t.selectors; s.IncludeManagementEvents == true}
+
+records_management(t) if "All" in kinds(t)
+
+records_management(t) if {
+	"ReadOnly" in kinds(t)
+	"WriteOnly" in kinds(t)
 }""",
         violates=lambda p: not _trail_ok(p),
         sections=("trails",),
@@ -619,10 +800,44 @@ ok if {
             "logging stopped": _edit("trails", 0, logging=False),
             "single-region trail": _edit("trails", 0, multi_region=False),
             "no trail": _set("trails", []),
+            "read events only": _edit(
+                "trails",
+                0,
+                selectors=[{"ReadWriteType": "ReadOnly", "IncludeManagementEvents": True}],
+            ),
+            "management events excluded": _edit(
+                "trails", 0, selectors=[{"ReadWriteType": "All", "IncludeManagementEvents": False}]
+            ),
+            "two trails, the logging one single-region": _set(
+                "trails",
+                [
+                    {"name": "org-trail", "multi_region": True, "logging": False},
+                    {"name": "app-trail", "multi_region": False, "logging": True},
+                ],
+            ),
         },
         near={
             "a second trail is off": _append(
                 "trails", {"name": "legacy-trail", "multi_region": False, "logging": False}
+            ),
+            "a second multi-region trail logging": _append(
+                "trails", {"name": "security-trail", "multi_region": True, "logging": True}
+            ),
+            "the logging trail is the second one": _set(
+                "trails",
+                [
+                    {"name": "app-trail", "multi_region": False, "logging": True},
+                    {"name": "org-trail", "multi_region": True, "logging": True},
+                ],
+            ),
+            "renamed trail": _edit("trails", 0, name="main"),
+            "read and write selectors apart": _edit(
+                "trails",
+                0,
+                selectors=[
+                    {"ReadWriteType": "ReadOnly", "IncludeManagementEvents": True},
+                    {"ReadWriteType": "WriteOnly", "IncludeManagementEvents": True},
+                ],
             ),
         },
     ),
@@ -630,8 +845,8 @@ ok if {
         id="cloud-password-policy",
         title="Password policy minimum length 14",
         requirement=(
-            "The account password policy must require passwords of at least 14 characters "
-            "(MinimumPasswordLength >= 14); no password policy violates."
+            "Ensure the IAM password policy requires a minimum length of 14 or greater (CIS AWS "
+            "1.8)."
         ),
         rego="""violations contains "password policy too weak" if not input.password_policy.MinimumPasswordLength >= 14""",
         violates=lambda p: (p["password_policy"] or {}).get("MinimumPasswordLength", 0) < 14,
@@ -642,10 +857,26 @@ ok if {
                 "password_policy", {"MinimumPasswordLength": 8, "RequireSymbols": True}
             ),
             "length 13": _set("password_policy", {"MinimumPasswordLength": 13}),
+            "length 10 with every character class": _set(
+                "password_policy",
+                {
+                    "MinimumPasswordLength": 10,
+                    "RequireSymbols": True,
+                    "RequireNumbers": True,
+                    "RequireUppercaseCharacters": True,
+                    "RequireLowercaseCharacters": True,
+                },
+            ),
         },
         near={
             "length 20": _set("password_policy", {"MinimumPasswordLength": 20}),
             "length 14 without symbols": _set("password_policy", {"MinimumPasswordLength": 14}),
+            "length 16": _set(
+                "password_policy", {"MinimumPasswordLength": 16, "RequireNumbers": True}
+            ),
+            "length 14 with reuse prevention": _set(
+                "password_policy", {"MinimumPasswordLength": 14, "PasswordReusePrevention": 24}
+            ),
         },
     ),
 ]
@@ -685,7 +916,12 @@ def variants(
     )
     bad = list(check.bad.items())
     near = list(check.near.items())
-    others = [(f"{o.id}: {lbl}", m) for o in CHECKS if o.id != check_id for lbl, m in o.bad.items()]
+    others = [
+        (f"{o.id}: {lbl}", m)
+        for o in CHECKS
+        if o.id != check_id
+        for lbl, m in list(o.bad.items())[1:]
+    ]
 
     def make(
         name: str, muts: list[tuple[str, Mutation]], expect: bool, rng: random.Random = hidden_rng
@@ -701,9 +937,14 @@ def variants(
                 return Variant(name, plan, {name} if expect else set(), [name], notes)
         raise ValueError(f"{check_id}: {[m[0] for m in muts]} gives the wrong verdict")
 
+    for label, m in bad:
+        make("probe", [(label, m)], True)
+    for label, m in near:
+        make("probe", [(label, m)], False)
     visible = make("visible", near[:1] + bad[:1], True, visible_rng)
-    hidden = [make("", [near[i % len(near)]], False) for i in range(compliant)]
-    hidden += [make("", [bad[i % len(bad)]], True) for i in range(non_compliant)]
+    hidden_bad, hidden_near = rotated(hidden_rng, bad[1:]), rotated(hidden_rng, near[1:])
+    hidden = [make("", [hidden_near[i % len(hidden_near)]], False) for i in range(compliant)]
+    hidden += [make("", [hidden_bad[i % len(hidden_bad)]], True) for i in range(non_compliant)]
     hidden_rng.shuffle(hidden)
     for i, v in enumerate(hidden):
         v.name = f"account-{i + 1:02d}"

@@ -1,346 +1,448 @@
-"""Linux host checks (CIS RHEL style) on host filesystem trees.
+"""Linux host checks (CIS Debian and RHEL style) on host trees.
 
-A host is a mapping of absolute paths to files (content, mode, symlink target) materialised
-under a directory that stands for the host's ``/``. Every check has a Python predicate on the
-host (ground truth), mutations that make a clean host violate, near misses that comply, the
-paths its evidence needs, and reference Rego over the evidence the reference playbook writes:
-``{"files": {"/etc/...": {"type": "file"|"link"|"directory", "mode": "0644",
-"content": "..."}}}``.
+Every check has a Python ground truth on the host (:mod:`.linux_host`), violating mutations,
+near misses that comply, the evidence its reference playbook collects (file contents,
+permissions, directory listings and the output of real commands run against the host tree),
+and reference Rego over that evidence. The first violating mutation and the first near miss
+are shown on the visible hosts only; hidden hosts use the others.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import random
 import re
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from itbench_ciso.checks.base import Check, Variant
+from itbench_ciso.checks.base import Check, Variant, rotated
+from itbench_ciso.checks.linux_host import (
+    ANY6,
+    AUDIT,
+    CRONTAB,
+    DISABLED_MODULES,
+    DPKG_STATUS,
+    ETC_UNITS,
+    FAILLOCK,
+    GROUP,
+    GSHADOW,
+    LOGIN_DEFS,
+    LOOP6,
+    MODPROBE,
+    PASSWD,
+    PROC_MODULES,
+    PROC_TCP,
+    PROC_TCP6,
+    PWQUALITY,
+    SHADOW,
+    SSHD,
+    SSHD_D,
+    SUDOERS,
+    SYSCTL,
+    SYSCTL_D,
+    SYSCTL_KEYS,
+    UNITS,
+    WANTS,
+    Host,
+    HostFile,
+    Mutation,
+    append,
+    both,
+    clean_host,
+    hex4,
+    hex6,
+    materialise,
+    mode,
+    package_entry,
+    playbook_for,
+    prepend,
+    put,
+    remove,
+    replace,
+    tcp_line,
+    unit_file,
+)
+
+__all__ = ["CHECKS", "LinuxCheck", "by_id", "clean_host", "materialise", "playbook_for", "variants"]
+
+Commands = tuple[tuple[str, tuple[str, ...]], ...]
 
 
-@dataclass
-class HostFile:
-    """One file of a host tree."""
-
-    content: str = ""
-    mode: int = 0o644
-    link: str | None = None
+# --- ground truths ---------------------------------------------------------------------------
 
 
-Host = dict[str, HostFile]
-Mutation = Callable[[Host], None]
-
-SSHD = "/etc/ssh/sshd_config"
-LOGIN_DEFS = "/etc/login.defs"
-SYSCTL = "/etc/sysctl.conf"
-SYSCTL_D = "/etc/sysctl.d/99-hardening.conf"
-PASSWD = "/etc/passwd"
-SHADOW = "/etc/shadow"
-CRONTAB = "/etc/crontab"
-PWQUALITY = "/etc/security/pwquality.conf"
-FAILLOCK = "/etc/security/faillock.conf"
-AUDIT = "/etc/audit/rules.d/50-identity.rules"
-SUDOERS = "/etc/sudoers"
-WANTS = "/etc/systemd/system/multi-user.target.wants"
-
-_SSHD_CLEAN = """# Managed by the platform team
-Port 22
-AddressFamily any
-ListenAddress 0.0.0.0
-HostKey /etc/ssh/ssh_host_ed25519_key
-SyslogFacility AUTHPRIV
-LogLevel INFO
-PermitRootLogin no
-MaxAuthTries 4
-PubkeyAuthentication yes
-PasswordAuthentication no
-PermitEmptyPasswords no
-KbdInteractiveAuthentication no
-UsePAM yes
-X11Forwarding no
-ClientAliveInterval 300
-Subsystem sftp /usr/libexec/openssh/sftp-server
-"""
-
-_LOGIN_DEFS_CLEAN = """# Password aging controls
-MAIL_DIR	/var/spool/mail
-PASS_MAX_DAYS	90
-PASS_MIN_DAYS	1
-PASS_WARN_AGE	7
-UID_MIN                  1000
-UID_MAX                 60000
-UMASK		027
-ENCRYPT_METHOD SHA512
-"""
-
-_SYSCTL_D_CLEAN = """# Kernel hardening
-kernel.randomize_va_space = 2
-net.ipv4.ip_forward = 0
-net.ipv4.conf.all.accept_redirects = 0
-net.ipv4.conf.default.accept_redirects = 0
-net.ipv4.conf.all.send_redirects = 0
-"""
-
-_PASSWD_CLEAN = """root:x:0:0:root:/root:/bin/bash
-bin:x:1:1:bin:/bin:/sbin/nologin
-daemon:x:2:2:daemon:/sbin:/sbin/nologin
-sshd:x:74:74:Privilege-separated SSH:/usr/share/empty.sshd:/sbin/nologin
-chrony:x:992:987:chrony system user:/var/lib/chrony:/sbin/nologin
-deploy:x:1000:1000:Deployment user:/home/deploy:/bin/bash
-alice:x:1001:1001:Alice Operator:/home/alice:/bin/bash
-"""
-
-_SHADOW_CLEAN = """root:!locked::0:99999:7:::
-bin:*:19700:0:99999:7:::
-daemon:*:19700:0:99999:7:::
-sshd:!!:19700::::::
-chrony:!!:19700::::::
-deploy:$6$rounds=5000$Jq2k$0d9xH3Kp:19950:1:90:7:::
-alice:$6$rounds=5000$Pp8w$Zk1mQ7eR:19951:1:90:7:::
-"""
-
-_AUDIT_CLEAN = """## Identity changes
--w /etc/group -p wa -k identity
--w /etc/passwd -p wa -k identity
--w /etc/shadow -p wa -k identity
--w /etc/gshadow -p wa -k identity
-"""
-
-
-def clean_host() -> Host:
-    """A host that satisfies every check of the library."""
-    return {
-        SSHD: HostFile(_SSHD_CLEAN, 0o600),
-        LOGIN_DEFS: HostFile(_LOGIN_DEFS_CLEAN, 0o644),
-        SYSCTL: HostFile("# System default settings live in /usr/lib/sysctl.d/00-system.conf.\n"),
-        SYSCTL_D: HostFile(_SYSCTL_D_CLEAN),
-        PASSWD: HostFile(_PASSWD_CLEAN, 0o644),
-        SHADOW: HostFile(_SHADOW_CLEAN, 0o640),
-        "/etc/group": HostFile("root:x:0:\nwheel:x:10:alice\ndeploy:x:1000:\nalice:x:1001:\n"),
-        CRONTAB: HostFile("SHELL=/bin/bash\nPATH=/sbin:/bin:/usr/sbin:/usr/bin\n", 0o600),
-        PWQUALITY: HostFile("# Configuration for pam_pwquality\nminlen = 14\nminclass = 4\n"),
-        FAILLOCK: HostFile("# pam_faillock\ndeny = 5\nunlock_time = 900\n"),
-        AUDIT: HostFile(_AUDIT_CLEAN, 0o640),
-        SUDOERS: HostFile(
-            "Defaults   !visiblepw\nDefaults   use_pty\nroot ALL=(ALL) ALL\n%wheel ALL=(ALL) ALL\n",
-            0o440,
-        ),
-        "/etc/sudoers.d/deploy": HostFile(
-            "deploy ALL=(root) NOPASSWD: /usr/bin/systemctl\n", 0o440
-        ),
-        f"{WANTS}/sshd.service": HostFile(link="/usr/lib/systemd/system/sshd.service"),
-        f"{WANTS}/auditd.service": HostFile(link="/usr/lib/systemd/system/auditd.service"),
-        f"{WANTS}/chronyd.service": HostFile(link="/usr/lib/systemd/system/chronyd.service"),
-        "/etc/hostname": HostFile("app-server\n"),
-    }
-
-
-def materialise(host: Host, root: Path) -> None:
-    """Write ``host`` under ``root`` (directories 0755)."""
-    for path, f in sorted(host.items()):
-        target = root / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if f.link is not None:
-            target.symlink_to(f.link)
-        else:
-            target.write_text(f.content, encoding="utf-8")
-            target.chmod(f.mode)
-
-
-# --- parsing (the Rego helpers below implement the same rules) ------------------------------
-
-_SPLIT = re.compile(r"[\s=]+")
-
-
-def _lines(text: str, comments: str = "#") -> list[list[str]]:
-    out = []
-    for line in text.split("\n"):
-        t = line.strip()
-        if not t or t[0] in comments:
-            continue
-        out.append(_SPLIT.split(t))
-    return out
-
-
-def sshd_value(host: Host, key: str) -> str | None:
-    """The first value of an sshd keyword (case-insensitive); ``None`` when unset."""
-    f = host.get(SSHD)
-    for parts in _lines(f.content if f else ""):
-        if parts[0].lower() == key.lower() and len(parts) > 1:
-            return parts[1]
-    return None
-
-
-def kv_value(host: Host, path: str, key: str) -> str | None:
-    """The last value of ``key`` in a ``key value`` or ``key = value`` file."""
+def _content(host: Host, path: str) -> str:
     f = host.get(path)
-    found = None
-    for parts in _lines(f.content if f else ""):
-        if parts[0] == key and len(parts) > 1:
-            found = parts[1]
-    return found
+    return f.content if f is not None and f.link is None else ""
 
 
-def sysctl_value(host: Host, key: str) -> str | None:
-    """The effective value of a sysctl key over /etc/sysctl.d/*.conf (by name) then sysctl.conf."""
-    files = sorted(p for p in host if p.startswith("/etc/sysctl.d/") and p.endswith(".conf"))
-    found = None
-    for path in [*files, SYSCTL]:
-        f = host.get(path)
-        if f is None or f.link is not None:
+def _words(line: str) -> list[str]:
+    return [w for w in re.split(r"[\s=]+", line.strip()) if w]
+
+
+def sshd_effective(host: Host) -> dict[str, str]:
+    """Sshd's global settings as ``sshd -T`` would show those configured (lower-case keys).
+
+    Include lines are expanded in place (matching files in lexical order), the first value
+    of a keyword wins, and everything from the first Match line on is conditional.
+    """
+
+    def lines(path: str) -> list[str]:
+        out = []
+        for raw in _content(host, path).split("\n"):
+            w = _words(raw)
+            if w and w[0].lower() == "include" and len(w) > 1:
+                for inc in sorted(p for p in host if fnmatch.fnmatchcase(p, w[1])):
+                    out += lines(inc)
+            else:
+                out.append(raw)
+        return out
+
+    seen: dict[str, str] = {}
+    for raw in lines(SSHD):
+        w = _words(raw)
+        if not w or w[0].startswith("#"):
             continue
-        for parts in _lines(f.content, "#;"):
-            if parts[0] == key and len(parts) > 1:
-                found = parts[1]
+        key = w[0].lower()
+        if key == "match":
+            break
+        if len(w) > 1 and key not in seen:
+            seen[key] = w[1].lower()
+    return seen
+
+
+_SSHD_DEFAULTS = {
+    "permitrootlogin": "prohibit-password",
+    "permitemptypasswords": "no",
+    "x11forwarding": "no",
+    "maxauthtries": "6",
+    "loglevel": "info",
+    "hostbasedauthentication": "no",
+    "ignorerhosts": "yes",
+}
+
+
+def sshd_ok(host: Host) -> bool:
+    """The SSH server settings the requirement names."""
+    cfg = {**_SSHD_DEFAULTS, **sshd_effective(host)}
+    try:
+        tries = int(cfg["maxauthtries"])
+    except ValueError:
+        return False
+    return (
+        cfg["permitrootlogin"] == "no"
+        and cfg["permitemptypasswords"] == "no"
+        and cfg["x11forwarding"] == "no"
+        and tries <= 4
+        and cfg["loglevel"] in ("info", "verbose")
+        and cfg["hostbasedauthentication"] == "no"
+        and cfg["ignorerhosts"] == "yes"
+    )
+
+
+def kv_last(host: Host, path: str, key: str) -> str | None:
+    """The last value of ``key`` (case-sensitive) in a ``key value`` / ``key = value`` file."""
+    found = None
+    for line in _content(host, path).split("\n"):
+        t = line.strip()
+        if not t or t.startswith("#"):
+            continue
+        w = _words(t)
+        if w[0] == key and len(w) > 1:
+            found = w[1]
     return found
 
 
-def _int(value: str | None) -> int | None:
+def _int(value: str | None, default: int) -> int | None:
+    if value is None:
+        return default
     try:
-        return int(value) if value is not None else None
+        return int(value)
     except ValueError:
         return None
 
 
-def mode_too_open(host: Host, path: str, allowed: int) -> bool:
-    """Whether ``path`` is missing or has permission bits outside ``allowed``."""
-    f = host.get(path)
-    return f is None or bool(f.mode & ~allowed & 0o777)
+def aging_ok(host: Host) -> bool:
+    """PASS_MAX_DAYS 1..365, PASS_MIN_DAYS >= 1, PASS_WARN_AGE >= 7 (shadow-utils defaults)."""
+    mx = _int(kv_last(host, LOGIN_DEFS, "PASS_MAX_DAYS"), 99999)
+    mn = _int(kv_last(host, LOGIN_DEFS, "PASS_MIN_DAYS"), 0)
+    warn = _int(kv_last(host, LOGIN_DEFS, "PASS_WARN_AGE"), 7)
+    return mx is not None and 0 < mx <= 365 and (mn or 0) >= 1 and (warn or 0) >= 7
 
 
-def _passwd(host: Host) -> list[list[str]]:
-    return [line.split(":") for line in host[PASSWD].content.splitlines() if line.strip()]
+def umask_ok(host: Host) -> bool:
+    """UMASK (default 022) blocks group write and all access by others."""
+    v = kv_last(host, LOGIN_DEFS, "UMASK") or "022"
+    try:
+        return (int(v, 8) & 0o027) == 0o027
+    except ValueError:
+        return False
 
 
-def _shadow(host: Host) -> list[list[str]]:
-    return [line.split(":") for line in host[SHADOW].content.splitlines() if line.strip()]
+_SYSCTL_DIRS = (
+    "/etc/sysctl.d/",
+    "/run/sysctl.d/",
+    "/usr/local/lib/sysctl.d/",
+    "/usr/lib/sysctl.d/",
+)
 
 
-def audit_watches(host: Host, path: str) -> bool:
-    """Whether some rules file of /etc/audit/rules.d watches ``path`` for writes and attributes."""
-    for name, f in host.items():
-        if not (name.startswith("/etc/audit/rules.d/") and name.endswith(".rules")):
-            continue
-        for parts in (line.split() for line in f.content.splitlines()):
-            watch = len(parts) >= 4 and parts[0] == "-w" and parts[1] == path
-            if watch and parts[2] == "-p" and "w" in parts[3] and "a" in parts[3]:
-                return True
-    return False
-
-
-def enabled_units(host: Host) -> set[str]:
-    """Unit names linked from any /etc/systemd/system/*.wants directory."""
-    out = set()
-    for name in host:
-        m = re.fullmatch(r"/etc/systemd/system/[^/]+\.wants/([^/]+)", name)
-        if m:
-            out.add(m.group(1))
+def sysctl_configured(host: Host) -> dict[str, str]:
+    """What systemd-sysctl applies: drop-ins by file name (/etc masks /usr/lib), then sysctl.conf."""
+    chosen: dict[str, str] = {}
+    for d in reversed(_SYSCTL_DIRS):
+        for p in host:
+            if p.startswith(d) and p.endswith(".conf") and "/" not in p[len(d) :]:
+                chosen[p[len(d) :]] = p
+    out: dict[str, str] = {}
+    for path in [*(chosen[b] for b in sorted(chosen)), SYSCTL]:
+        for line in _content(host, path).split("\n"):
+            t = line.strip()
+            if not t or t[0] in "#;":
+                continue
+            w = _words(t)
+            if len(w) > 1:
+                out[w[0]] = w[1]
     return out
 
 
-def sudo_use_pty(host: Host) -> bool:
-    """Whether /etc/sudoers or a file of /etc/sudoers.d sets ``Defaults use_pty``."""
-    for name, f in host.items():
-        if name == SUDOERS or name.startswith("/etc/sudoers.d/"):
-            for line in f.content.splitlines():
-                parts = line.split()
-                if (
-                    len(parts) >= 2
-                    and parts[0] == "Defaults"
-                    and "use_pty" in [p.strip(",") for p in parts[1:]]
-                ):
+def kernel_params_ok(host: Host) -> bool:
+    """Each parameter configured and running with the required value."""
+    conf = sysctl_configured(host)
+    for key, want in SYSCTL_KEYS.items():
+        running = _content(host, "/proc/sys/" + key.replace(".", "/")).strip()
+        if conf.get(key) != want or running != want:
+            return False
+    return True
+
+
+MODES = {PASSWD: 0o644, GROUP: 0o644, SHADOW: 0o640, GSHADOW: 0o640, SSHD: 0o600, CRONTAB: 0o600}
+
+
+def modes_ok(host: Host) -> bool:
+    """Every listed file exists with no permission bit outside its limit."""
+    return all(p in host and not host[p].mode & ~allowed & 0o777 for p, allowed in MODES.items())
+
+
+def uid0_ok(host: Host) -> bool:
+    """No account but root has UID 0."""
+    for line in _content(host, PASSWD).split("\n"):
+        f = line.split(":")
+        if len(f) > 2 and f[2].isdigit() and int(f[2]) == 0 and f[0] != "root":
+            return False
+    return True
+
+
+def no_empty_passwords(host: Host) -> bool:
+    """No shadow entry with an empty password field."""
+    return all(
+        len(f) < 2 or f[1] != ""
+        for f in (line.split(":") for line in _content(host, SHADOW).split("\n") if line)
+    )
+
+
+def pwquality_ok(host: Host) -> bool:
+    """Minlen (default 8) at least 14."""
+    v = _int(kv_last(host, PWQUALITY, "minlen"), 8)
+    return v is not None and v >= 14
+
+
+def faillock_ok(host: Host) -> bool:
+    """Deny (default 3) between 1 and 5; unlock_time (default 600) 0 or at least 900."""
+    deny = _int(kv_last(host, FAILLOCK, "deny"), 3)
+    unlock = _int(kv_last(host, FAILLOCK, "unlock_time"), 600)
+    return (
+        deny is not None
+        and 1 <= deny <= 5
+        and unlock is not None
+        and (unlock == 0 or unlock >= 900)
+    )
+
+
+_IDENTITY = (GROUP, PASSWD, GSHADOW, SHADOW)
+
+
+def audit_watched(host: Host, path: str) -> bool:
+    """A rule of /etc/audit/rules.d/*.rules watches ``path`` for writes and attribute changes."""
+    for name in host:
+        if not (name.startswith("/etc/audit/rules.d/") and name.endswith(".rules")):
+            continue
+        for line in _content(host, name).split("\n"):
+            p = line.split()
+            if not p or p[0].startswith("#"):
+                continue
+            watch = len(p) >= 4 and p[0] == "-w" and p[1] == path and p[2] == "-p"
+            if watch and "w" in p[3] and "a" in p[3]:
+                return True
+            if p[0] == "-a" and "-F" in p:
+                fields = {p[i + 1] for i, t in enumerate(p[:-1]) if t == "-F"}
+                perms = [f.split("=", 1)[1] for f in fields if f.startswith("perm=")]
+                if f"path={path}" in fields and any("w" in x and "a" in x for x in perms):
                     return True
     return False
 
 
-# --- Rego ----------------------------------------------------------------------------------
+def audit_ok(host: Host) -> bool:
+    """Every identity file is watched."""
+    return all(audit_watched(host, p) for p in _IDENTITY)
 
-HELPERS = r"""
-content(path) := input.files[path]
 
-rows(path) := [parts |
-	some line in regex.split(`\r?\n`, content(path))
-	t := trim_space(line)
-	t != ""
-	not startswith(t, "#")
-	parts := regex.split(`[\s=]+`, t)
-]
+def sudo_use_pty(host: Host) -> bool:
+    """Whether sudo's effective Defaults enable use_pty (includes read in place; last wins)."""
+    state = False
 
-sshd_values(key) := [parts[1] |
-	some parts in rows("/etc/ssh/sshd_config")
-	lower(parts[0]) == lower(key)
-	count(parts) > 1
-]
+    def read(path: str) -> None:
+        nonlocal state
+        for line in _content(host, path).split("\n"):
+            t = line.strip()
+            w = t.split()
+            if w and w[0] in ("@includedir", "#includedir") and len(w) > 1:
+                d = w[1].rstrip("/") + "/"
+                for inc in sorted(p for p in host if p.startswith(d) and "/" not in p[len(d) :]):
+                    name = inc[len(d) :]
+                    if "." not in name and not name.endswith("~"):
+                        read(inc)
+                continue
+            if not w or w[0] != "Defaults":
+                continue
+            for opt in re.split(r"[\s,]+", t[len("Defaults") :].strip()):
+                if opt == "use_pty":
+                    state = True
+                elif opt == "!use_pty":
+                    state = False
 
-sshd(key) := sshd_values(key)[0]
+    read(SUDOERS)
+    return state
 
-kv_values(path, key) := [parts[1] |
-	some parts in rows(path)
-	parts[0] == key
-	count(parts) > 1
-]
 
-kv(path, key) := vals[count(vals) - 1] if {
-	vals := kv_values(path, key)
-	count(vals) > 0
-}
-
-sysctl_files := array.concat(
-	sort([p |
-		input.files[p]
-		startswith(p, "/etc/sysctl.d/")
-		endswith(p, ".conf")
-	]),
-	["/etc/sysctl.conf"],
+FORBIDDEN_PACKAGES = (
+    "xinetd",
+    "openbsd-inetd",
+    "telnetd",
+    "inetutils-telnetd",
+    "rsh-server",
+    "nis",
+    "tftpd-hpa",
+    "talkd",
 )
 
-sysctl_values(key) := [parts[1] |
-	some f in sysctl_files
-	input.files[f]
-	some line in regex.split(`\r?\n`, content(f))
-	t := trim_space(line)
-	t != ""
-	not startswith(t, "#")
-	not startswith(t, ";")
-	parts := regex.split(`[\s=]+`, t)
-	parts[0] == key
-	count(parts) > 1
-]
 
-sysctl(key) := vals[count(vals) - 1] if {
-	vals := sysctl_values(key)
-	count(vals) > 0
-}
-
-mode_bits(m) := ((to_number(substring(m, count(m) - 3, 1)) * 64) + (to_number(substring(m, count(m) - 2, 1)) * 8)) + to_number(substring(m, count(m) - 1, 1))
-
-too_open(path, allowed) if not input.modes[path]
-
-too_open(path, allowed) if bits.and(mode_bits(input.modes[path]), bits.negate(allowed)) != 0
-"""
+def installed_packages(host: Host) -> set[str]:
+    """Packages of the dpkg database whose state is neither not-installed nor config-files."""
+    out = set()
+    for stanza in _content(host, DPKG_STATUS).split("\n\n"):
+        fields = dict(
+            line.split(": ", 1)
+            for line in stanza.split("\n")
+            if ": " in line and not line.startswith(" ")
+        )
+        status = fields.get("Status", "").split()
+        if (
+            "Package" in fields
+            and len(status) == 3
+            and status[2] not in ("not-installed", "config-files")
+        ):
+            out.add(fields["Package"])
+    return out
 
 
-def _rego_lit(value: str) -> str:
-    return '"' + value.replace('"', '\\"') + '"'
+def packages_ok(host: Host) -> bool:
+    """None of the legacy servers is installed."""
+    return not installed_packages(host) & set(FORBIDDEN_PACKAGES)
 
 
-def _sshd_rule(key: str, ok: list[str]) -> str:
-    allowed = ", ".join(_rego_lit(v) for v in ok)
-    return (
-        f'violations contains "{key} is not set to {"/".join(ok)}" if {{\n'
-        f"\tnot lower(sshd({_rego_lit(key)})) in {{{allowed}}}\n}}"
+MUST_BE_ENABLED = ("auditd.service",)
+MUST_NOT_BE_ENABLED = (
+    "avahi-daemon.service",
+    "avahi-daemon.socket",
+    "cups.service",
+    "cups.socket",
+    "rsync.service",
+    "telnet.socket",
+)
+
+
+def unit_state(host: Host, unit: str) -> str:
+    """``enabled``, ``masked``, ``disabled`` or ``not-found``, as systemctl --root reports."""
+    own = host.get(f"{ETC_UNITS}/{unit}")
+    if own is not None and own.link == "/dev/null":
+        return "masked"
+    if f"{UNITS}/{unit}" not in host and own is None:
+        return "not-found"
+    for p, f in host.items():
+        m = re.fullmatch(rf"{ETC_UNITS}/[^/]+\.(wants|requires)/([^/]+)", p)
+        if m and m.group(2) == unit and f.link is not None:
+            return "enabled"
+    return "disabled"
+
+
+def services_ok(host: Host) -> bool:
+    """Auditd enabled; none of the unneeded services enabled."""
+    return all(unit_state(host, u) == "enabled" for u in MUST_BE_ENABLED) and not any(
+        unit_state(host, u) == "enabled" for u in MUST_NOT_BE_ENABLED
     )
 
 
-def _num_rule(expr: str, label: str, cond: str) -> str:
-    return (
-        f'violations contains "{label}" if not to_number({expr}) {cond}\n\n'
-        f'violations contains "{label}" if not {expr}'
+ALLOWED_PORTS = (22, 443)
+
+
+def listening(host: Host) -> list[tuple[str, int]]:
+    """(address in hex, port) of every TCP socket in state LISTEN."""
+    out = []
+    for path in (PROC_TCP, PROC_TCP6):
+        for line in _content(host, path).split("\n")[1:]:
+            p = line.split()
+            if len(p) > 3 and p[3] == "0A":
+                addr, port = p[1].split(":")
+                out.append((addr, int(port, 16)))
+    return out
+
+
+def _loopback(addr: str) -> bool:
+    if len(addr) == 8:
+        return addr[6:8] == "7F"
+    if addr == "00000000000000000000000001000000":
+        return True
+    return addr.startswith("0000000000000000FFFF0000") and addr[30:32] == "7F"
+
+
+def ports_ok(host: Host) -> bool:
+    """Nothing but the allowed ports listens on a non-loopback address."""
+    return all(_loopback(a) or port in ALLOWED_PORTS for a, port in listening(host))
+
+
+def _socket(path: str, local: str, remote: str, state: str) -> Mutation:
+    """A socket added to /proc/net/tcp or tcp6 (addresses in the kernel's hex form)."""
+    return append(path, tcp_line(3 if path == PROC_TCP else 1, local, remote, state))
+
+
+def _module_name(name: str) -> str:
+    return name.replace("-", "_")
+
+
+def modules_ok(host: Host) -> bool:
+    """Every listed module not loaded and made unloadable by an install line."""
+    loaded = {line.split()[0] for line in _content(host, PROC_MODULES).split("\n") if line.strip()}
+    installs: dict[str, str] = {}
+    for p in sorted(host):
+        if p.startswith("/etc/modprobe.d/") and p.endswith(".conf"):
+            for line in _content(host, p).split("\n"):
+                w = line.split()
+                if len(w) >= 3 and w[0] == "install":
+                    installs.setdefault(_module_name(w[1]), w[2])
+    return all(
+        _module_name(m) not in loaded
+        and installs.get(_module_name(m)) in ("/bin/false", "/bin/true")
+        for m in DISABLED_MODULES
     )
+
+
+# --- the check -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -348,704 +450,984 @@ class LinuxCheck(Check):
     """A host check.
 
     Attributes:
-        violates: Ground-truth predicate on a host.
-        bad: Named mutations that make a clean host violate.
-        near: Named mutations that comply but look close.
-        files: Paths or globs whose file contents the evidence needs.
+        ok: Ground truth: whether a host complies.
+        bad: Named mutations that make a clean host violate (the first: visible hosts only).
+        near: Named mutations that comply but look close (the first: visible hosts only).
+        files: Paths or globs whose contents the evidence needs.
         modes: Paths whose permission bits the evidence needs.
-        listing: Directories whose entries (symlinks included) the evidence needs.
+        commands: Commands (name, argv with ``{{ host_root }}``) whose output it needs.
     """
 
     family: ClassVar[str] = "linux"
-    violates: Callable[[Host], bool] = field(default=lambda host: False)
+    ok: Callable[[Host], bool] = field(default=lambda host: True)
     bad: dict[str, Mutation] = field(default_factory=dict)
     near: dict[str, Mutation] = field(default_factory=dict)
     files: tuple[str, ...] = ()
     modes: tuple[str, ...] = ()
-    listing: tuple[str, ...] = ()
+    commands: Commands = ()
+
+    def violates(self, host: Host) -> bool:
+        """Whether ``host`` does not meet the requirement."""
+        return not self.ok(host)
 
     def policy(self, package: str = "compliance") -> str:
-        """The reference policy with the family's helpers."""
-        body = f"{HELPERS.strip()}\n\n{self.rego.strip()}"
-        return f"package {package}\n\nimport rego.v1\n\n{body}\n"
+        """The reference policy."""
+        return f"package {package}\n\nimport rego.v1\n\n{HELPERS.strip()}\n\n{self.rego.strip()}\n"
 
     def playbook(self) -> str:
         """The reference evidence playbook."""
-        return playbook_for(self.files, self.modes, self.listing)
+        return playbook_for(self.files, self.modes, (), self.commands)
 
     def evidence_of(self, host: Host) -> dict[str, Any]:
-        """The evidence the reference playbook collects from ``host`` (without Ansible)."""
+        """The evidence the reference playbook collects (its commands run on a copy of the tree)."""
         files = {
             path: f.content
             for path, f in host.items()
             if f.link is None and any(fnmatch.fnmatchcase(path, g) for g in self.files)
         }
-        modes = {p: f"{host[p].mode:04o}" for p in self.modes if p in host}
-        prefixes = tuple(d.rstrip("/") + "/" for d in self.listing)
-        entries = sorted(p for p in host if self.listing and p.startswith(prefixes))
         out: dict[str, Any] = {"files": files}
         if self.modes:
-            out["modes"] = modes
-        if self.listing:
-            out["entries"] = entries
+            out["modes"] = {p: f"{host[p].mode:04o}" for p in self.modes if p in host}
+        if self.commands:
+            root = Path(tempfile.mkdtemp(prefix="itbench-host-"))
+            try:
+                materialise(host, root)
+                out["commands"] = {
+                    name: subprocess.run(  # noqa: S603 - fixed argv of the library
+                        [a.replace("{{ host_root }}", str(root)) for a in argv],
+                        capture_output=True,
+                        text=True,
+                        check=False,
+                    ).stdout.rstrip("\n")
+                    for name, argv in self.commands
+                }
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
         return out
 
 
-def _yaml_list(items: tuple[str, ...]) -> str:
-    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+HELPERS = r"""
+lines(path) := split(input.files[path], "\n")
 
+words(line) := [w | some w in regex.split(`[\s=]+`, trim_space(line)); w != ""]
 
-def playbook_for(files: tuple[str, ...], modes: tuple[str, ...], listing: tuple[str, ...]) -> str:
-    """An evidence playbook setting the host fact ``evidence``.
+kv_last(path, key) := vals[count(vals) - 1] if {
+	vals := [w[1] |
+		some line in lines(path)
+		w := words(line)
+		count(w) > 1
+		not startswith(w[0], "#")
+		w[0] == key
+	]
+	count(vals) > 0
+}
 
-    File contents come through lookups, modes through stat and listings through find.
-    """
-    tasks = []
-    if modes:
-        tasks.append(
-            """    - name: Read the permissions of the files the requirement concerns
-      ansible.builtin.stat:
-        path: "{{ host_root }}{{ item }}"
-        get_checksum: false
-      loop: "{{ stat_paths }}"
-      register: stats
-"""
-        )
-    if listing:
-        tasks.append(
-            """    - name: List the directories the requirement concerns
-      ansible.builtin.find:
-        paths: "{{ listing | map('regex_replace', '^', host_root) | list }}"
-        file_type: any
-        recurse: true
-        hidden: true
-      register: listed
-"""
-        )
-    parts = [
-        "files: \"{{ dict(found | map('regex_replace', '^' ~ (host_root | regex_escape), '')"
-        " | zip(query('ansible.builtin.file', *found, rstrip=false))) }}\""
-    ]
-    if modes:
-        parts.append(
-            "modes: \"{{ dict(stats.results | selectattr('stat.exists') | map(attribute='item')"
-            " | zip(stats.results | selectattr('stat.exists') | map(attribute='stat.mode'))) }}\""
-        )
-    if listing:
-        parts.append(
-            "entries: \"{{ listed.files | map(attribute='path')"
-            " | map('regex_replace', '^' ~ (host_root | regex_escape), '') | sort }}\""
-        )
-    body = "\n".join(f"          {p}" for p in parts)
-    return f"""---
-- name: Collect compliance evidence
-  hosts: all
-  gather_facts: false
-  vars:
-    globs: {_yaml_list(files)}
-    stat_paths: {_yaml_list(modes)}
-    listing: {_yaml_list(listing)}
-    found: "{{{{ query('ansible.builtin.fileglob', *(globs | map('regex_replace', '^', host_root))) }}}}"
-  tasks:
-{"".join(tasks)}    - name: Record the evidence
-      ansible.builtin.set_fact:
-        evidence:
-{body}
+value_or(path, key, fallback) := v if v := kv_last(path, key)
+
+value_or(path, key, fallback) := fallback if not kv_last(path, key)
 """
 
-
-def _edit(path: str, fn: Callable[[str], str]) -> Mutation:
-    def mutate(host: Host) -> None:
-        host[path] = dataclasses.replace(host[path], content=fn(host[path].content))
-
-    return mutate
-
-
-def _replace(path: str, old: str, new: str) -> Mutation:
-    def fn(text: str) -> str:
-        if old not in text:
-            raise ValueError(f"{path}: {old!r} not found")
-        return text.replace(old, new, 1)
-
-    return _edit(path, fn)
-
-
-def _append(path: str, text: str) -> Mutation:
-    return _edit(path, lambda t: t + text)
-
-
-def _prepend(path: str, text: str) -> Mutation:
-    return _edit(path, lambda t: text + t)
-
-
-def _mode(path: str, mode: int) -> Mutation:
-    def mutate(host: Host) -> None:
-        host[path] = dataclasses.replace(host[path], mode=mode)
-
-    return mutate
-
-
-def _add(path: str, f: HostFile) -> Mutation:
-    def mutate(host: Host) -> None:
-        host[path] = f
-
-    return mutate
-
-
-def _remove(path: str) -> Mutation:
-    def mutate(host: Host) -> None:
-        host.pop(path, None)
-
-    return mutate
-
-
-def _both(*muts: Mutation) -> Mutation:
-    def mutate(host: Host) -> None:
-        for m in muts:
-            m(host)
-
-    return mutate
-
-
-def _sshd_check(
-    cid: str,
-    key: str,
-    ok: list[str],
-    bad_value: str,
-    requirement: str,
-    title: str,
-    literal: str | None = None,
-) -> LinuxCheck:
-    line = f"{key} {literal or ok[0]}"
-    return LinuxCheck(
-        id=cid,
-        title=title,
-        requirement=requirement + _SSHD_NOTE,
-        rego=_sshd_rule(key, ok),
-        violates=lambda h: (sshd_value(h, key) or "").lower() not in ok,
-        files=(SSHD,),
-        bad={
-            f"{key} {bad_value}": _replace(SSHD, line, f"{key} {bad_value}"),
-            "keyword removed": _replace(SSHD, line + "\n", ""),
-            "only a commented-out setting": _replace(SSHD, line, f"#{line}"),
-            "a later compliant line does not count": _both(
-                _replace(SSHD, line + "\n", ""),
-                _prepend(SSHD, f"{key} {bad_value}\n"),
-                _append(SSHD, line + "\n"),
-            ),
-        },
-        near={
-            "lower-case keyword": _replace(SSHD, line, f"{key.lower()} {ok[0]}"),
-            "key=value form": _replace(SSHD, line, f"{key}={ok[0]}"),
-            "a later non-compliant line is ignored": _append(SSHD, f"{key} {bad_value}\n"),
-            "non-compliant value commented out": _prepend(SSHD, f"# {key} {bad_value}\n"),
-        },
-    )
-
-
-_SSHD_NOTE = (
-    " sshd reads /etc/ssh/sshd_config: keywords are case-insensitive, `Keyword value` and "
-    "`Keyword=value` are both valid, lines starting with # are comments, and for each "
-    "keyword the first value given wins."
-)
-
-_DEFS_NOTE = (
-    " /etc/login.defs holds `KEY value` lines (keys are case-sensitive, # starts a comment, "
-    "the last occurrence of a key wins); an absent key violates."
-)
-
-_SYSCTL_NOTE = (
-    " The configured value is the one set by /etc/sysctl.d/*.conf, read in lexical order of "
-    "file name, then /etc/sysctl.conf; lines are `key = value`, # and ; start comments, the "
-    "last assignment wins; an unset key violates."
-)
-
-_KV_NOTE = " The file holds `key = value` lines (# starts a comment, the last value wins); an absent key violates."
-
-
-def _defs_check(
-    cid: str, key: str, good: int, bad: int, boundary: int, cmp: str, title: str, req: str
-) -> LinuxCheck:
-    current = f"{key}\t{good}"
-    threshold = boundary
-
-    def ok(v: int | None) -> bool:
-        return v is not None and (v <= threshold if cmp == "<=" else v >= threshold)
-
-    return LinuxCheck(
-        id=cid,
-        title=title,
-        requirement=req + _DEFS_NOTE,
-        rego=_num_rule(
-            f'kv("/etc/login.defs", "{key}")', f"{key} out of range", f"{cmp} {threshold}"
-        ),
-        violates=lambda h: not ok(_int(kv_value(h, LOGIN_DEFS, key))),
-        files=(LOGIN_DEFS,),
-        bad={
-            f"{key} {bad}": _replace(LOGIN_DEFS, current, f"{key}\t{bad}"),
-            "key commented out": _replace(LOGIN_DEFS, current, f"#{current}"),
-            "a later line overrides": _append(LOGIN_DEFS, f"{key} {bad}\n"),
-        },
-        near={
-            f"{key} {boundary} (boundary)": _replace(LOGIN_DEFS, current, f"{key} {boundary}"),
-            "earlier bad line overridden": _prepend(LOGIN_DEFS, f"{key} {bad}\n"),
-        },
-    )
-
-
-def _sysctl_check(cid: str, key: str, good: str, bad: str, title: str, req: str) -> LinuxCheck:
-    line = f"{key} = {good}"
-    return LinuxCheck(
-        id=cid,
-        title=title,
-        requirement=req + _SYSCTL_NOTE,
-        rego=f'violations contains "{key} is not {good}" if not sysctl("{key}") == "{good}"',
-        violates=lambda h: sysctl_value(h, key) != good,
-        files=("/etc/sysctl.d/*", SYSCTL),
-        bad={
-            f"{key} = {bad}": _replace(SYSCTL_D, line, f"{key} = {bad}"),
-            "/etc/sysctl.conf overrides": _append(SYSCTL, f"{key}={bad}\n"),
-            "a later drop-in overrides": _add(
-                "/etc/sysctl.d/99-zz-local.conf", HostFile(f"{key} = {bad}\n")
-            ),
-            "not set anywhere": _replace(SYSCTL_D, line + "\n", ""),
-        },
-        near={
-            "an earlier drop-in is overridden": _add(
-                "/etc/sysctl.d/10-vendor.conf", HostFile(f"{key} = {bad}\n")
-            ),
-            "no spaces": _replace(SYSCTL_D, line, f"{key}={good}"),
-            "bad value in a ; comment": _append(SYSCTL, f"; {key} = {bad}\n"),
-            "a non-.conf file is ignored": _add(
-                "/etc/sysctl.d/README", HostFile(f"{key} = {bad}\n")
-            ),
-        },
-    )
-
-
-def _mode_check(cid: str, path: str, allowed: int, bad: int, strict: int, title: str) -> LinuxCheck:
-    return LinuxCheck(
-        id=cid,
-        title=title,
-        requirement=(
-            f"{path} must exist and its permissions must be {allowed:04o} or more restrictive "
-            "(no permission bit outside " + f"{allowed:04o})."
-        ),
-        rego=f'violations contains "{path} permissions too open" if too_open("{path}", {allowed})',
-        violates=lambda h: mode_too_open(h, path, allowed),
-        modes=(path,),
-        bad={
-            f"mode {bad:04o}": _mode(path, bad),
-            "group-writable": _mode(path, allowed | 0o020),
-            "world-writable": _mode(path, allowed | 0o002),
-            **({"world-readable": _mode(path, allowed | 0o004)} if not allowed & 0o004 else {}),
-        },
-        near={f"mode {strict:04o}": _mode(path, strict), "mode 0400": _mode(path, 0o400)},
-    )
-
-
-def _kv_check(
-    cid: str,
-    path: str,
-    key: str,
-    cmp: str,
-    good: int,
-    bad: int,
-    boundary: int,
-    title: str,
-    req: str,
-) -> LinuxCheck:
-    line = f"{key} = {good}"
-
-    def ok(v: int | None) -> bool:
-        return v is not None and (v <= good if cmp == "<=" else v >= good)
-
-    return LinuxCheck(
-        id=cid,
-        title=title,
-        requirement=req + _KV_NOTE,
-        rego=_num_rule(f'kv("{path}", "{key}")', f"{key} out of range", f"{cmp} {good}"),
-        violates=lambda h: not ok(_int(kv_value(h, path, key))),
-        files=(path,),
-        bad={
-            f"{key} = {bad}": _replace(path, line, f"{key} = {bad}"),
-            "commented out": _replace(path, line, f"# {line}"),
-            "a later line overrides": _append(path, f"{key}={bad}\n"),
-        },
-        near={
-            f"{key} = {boundary} (boundary)": _replace(path, line, f"{key} = {boundary}"),
-            "an earlier bad line is overridden": _prepend(path, f"{key} = {bad}\n"),
-        },
-    )
-
-
-def _at_most(value: int | None, limit: int) -> bool:
-    return value is not None and value <= limit
-
-
-def _uid0_ok(h: Host) -> bool:
-    return all(p[0] == "root" for p in _passwd(h) if len(p) > 2 and p[2] == "0")
-
-
-def _no_empty_pw(h: Host) -> bool:
-    return all(len(p) > 1 and p[1] != "" for p in _shadow(h))
-
-
-def _umask_ok(h: Host) -> bool:
-    v = kv_value(h, LOGIN_DEFS, "UMASK")
-    try:
-        return v is not None and (int(v, 8) & 0o027) == 0o027
-    except ValueError:
-        return False
-
-
-_SERVICES = ("avahi-daemon.service", "cups.service", "telnet.socket", "rsh.socket")
 
 CHECKS: list[LinuxCheck] = [
-    _sshd_check(
-        "linux-ssh-root-login",
-        "PermitRootLogin",
-        ["no"],
-        "yes",
-        "SSH must not permit root logins: sshd's PermitRootLogin must be `no`.",
-        "SSH root login disabled",
-    ),
-    _sshd_check(
-        "linux-ssh-password-auth",
-        "PasswordAuthentication",
-        ["no"],
-        "yes",
-        "SSH password authentication must be disabled: sshd's PasswordAuthentication must be `no`.",
-        "SSH password authentication disabled",
-    ),
-    _sshd_check(
-        "linux-ssh-empty-passwords",
-        "PermitEmptyPasswords",
-        ["no"],
-        "yes",
-        "SSH must refuse empty passwords: sshd's PermitEmptyPasswords must be explicitly `no`.",
-        "SSH empty passwords refused",
-    ),
-    _sshd_check(
-        "linux-ssh-x11",
-        "X11Forwarding",
-        ["no"],
-        "yes",
-        "SSH X11 forwarding must be disabled: sshd's X11Forwarding must be explicitly `no`.",
-        "SSH X11 forwarding disabled",
-    ),
-    _sshd_check(
-        "linux-ssh-loglevel",
-        "LogLevel",
-        ["info", "verbose"],
-        "QUIET",
-        "SSH must log enough: sshd's LogLevel must be explicitly INFO or VERBOSE.",
-        "SSH log level",
-        literal="INFO",
-    ),
     LinuxCheck(
-        id="linux-ssh-max-auth-tries",
-        title="SSH MaxAuthTries at most 4",
-        requirement="SSH must limit authentication attempts: sshd's MaxAuthTries must be set to 4 or less."
-        + _SSHD_NOTE,
-        rego=_num_rule('sshd("MaxAuthTries")', "MaxAuthTries above 4", "<= 4"),
-        violates=lambda h: not _at_most(_int(sshd_value(h, "MaxAuthTries")), 4),
-        files=(SSHD,),
+        id="linux-sshd",
+        title="Ensure the SSH server is configured securely",
+        requirement=(
+            "Ensure the SSH server is configured securely (CIS 5.2). The SSH daemon's effective "
+            "global configuration must have PermitRootLogin no, PermitEmptyPasswords no, "
+            "X11Forwarding no, MaxAuthTries 4 or less, LogLevel INFO or VERBOSE, "
+            "HostbasedAuthentication no and IgnoreRhosts yes."
+        ),
+        rego=r"""defaults := {
+	"permitrootlogin": "prohibit-password",
+	"permitemptypasswords": "no",
+	"x11forwarding": "no",
+	"maxauthtries": "6",
+	"loglevel": "info",
+	"hostbasedauthentication": "no",
+	"ignorerhosts": "yes",
+}
+
+include_of(line) := w[1] if {
+	w := words(line)
+	count(w) > 1
+	lower(w[0]) == "include"
+}
+
+expand(line) := [l |
+	some f in sort([p | some p, _ in input.files; glob.match(include_of(line), ["/"], p)])
+	some l in lines(f)
+] if include_of(line)
+
+expand(line) := [line] if not include_of(line)
+
+config := [w |
+	some line in lines("/etc/ssh/sshd_config")
+	some l in expand(line)
+	w := words(l)
+	count(w) > 0
+	not startswith(w[0], "#")
+]
+
+matches := [i | some i, w in config; lower(w[0]) == "match"]
+
+global := [w | some i, w in config; i < min(matches)] if count(matches) > 0
+
+global := config if count(matches) == 0
+
+effective(key) := lower(vals[0]) if {
+	vals := [w[1] | some w in global; count(w) > 1; lower(w[0]) == key]
+	count(vals) > 0
+}
+
+setting(key) := v if v := effective(key)
+
+setting(key) := defaults[key] if not effective(key)
+
+violations contains sprintf("%s is %s", [key, setting(key)]) if {
+	some key, want in {
+		"permitrootlogin": "no",
+		"permitemptypasswords": "no",
+		"x11forwarding": "no",
+		"hostbasedauthentication": "no",
+		"ignorerhosts": "yes",
+	}
+	setting(key) != want
+}
+
+violations contains "loglevel" if not setting("loglevel") in {"info", "verbose"}
+
+violations contains "maxauthtries" if not to_number(setting("maxauthtries")) <= 4""",
+        ok=sshd_ok,
+        files=(SSHD, f"{SSHD_D}/*"),
         bad={
-            "MaxAuthTries 6": _replace(SSHD, "MaxAuthTries 4", "MaxAuthTries 6"),
-            "unset": _replace(SSHD, "MaxAuthTries 4\n", ""),
-            "first value 10": _prepend(SSHD, "MaxAuthTries 10\n"),
+            "PermitRootLogin yes": replace(SSHD, "PermitRootLogin no", "PermitRootLogin yes"),
+            "a drop-in permits root login first": put(
+                f"{SSHD_D}/50-cloud-init.conf", HostFile("PermitRootLogin yes\n", 0o600)
+            ),
+            "MaxAuthTries left at its default": replace(SSHD, "MaxAuthTries 4\n", ""),
+            "an earlier MaxAuthTries wins": prepend(SSHD, "maxauthtries 10\n"),
+            "LogLevel=QUIET": replace(SSHD, "LogLevel INFO", "LogLevel=QUIET"),
+            "a drop-in enables X11 forwarding": put(
+                f"{SSHD_D}/60-x11.conf", HostFile("X11Forwarding yes\n", 0o600)
+            ),
+            "IgnoreRhosts no": replace(SSHD, "IgnoreRhosts yes", "IgnoreRhosts no"),
         },
         near={
-            "MaxAuthTries 3": _replace(SSHD, "MaxAuthTries 4", "MaxAuthTries 3"),
-            "later value ignored": _append(SSHD, "MaxAuthTries 10\n"),
-            "lower-case keyword": _replace(SSHD, "MaxAuthTries 4", "maxauthtries 2"),
+            "lower-case keyword": replace(SSHD, "PermitRootLogin no", "permitrootlogin no"),
+            "PermitEmptyPasswords left at its default": replace(
+                SSHD, "PermitEmptyPasswords no\n", ""
+            ),
+            "a later PermitRootLogin is ignored": append(SSHD, "PermitRootLogin yes\n"),
+            "commented-out setting": prepend(SSHD, "#PermitRootLogin yes\n"),
+            "a drop-in that is not included": put(
+                f"{SSHD_D}/README", HostFile("PermitRootLogin yes\n", 0o600)
+            ),
+            "X11 forwarding inside a Match block": append(
+                SSHD, "Match User backup\n    X11Forwarding yes\n"
+            ),
+            "MaxAuthTries 3": replace(SSHD, "MaxAuthTries 4", "MaxAuthTries 3"),
         },
     ),
-    _mode_check("linux-sshd-config-mode", SSHD, 0o600, 0o644, 0o400, "sshd_config permissions"),
-    _defs_check(
-        "linux-pass-max-days",
-        "PASS_MAX_DAYS",
-        90,
-        99999,
-        365,
-        "<=",
-        "Password expiration",
-        "Passwords must expire: PASS_MAX_DAYS in /etc/login.defs must be 365 or less.",
+    LinuxCheck(
+        id="linux-file-permissions",
+        title="Ensure permissions on sensitive files are configured",
+        requirement=(
+            "Ensure permissions on sensitive files are configured (CIS 6.1, 5.1.2, 5.2.1). "
+            "These files must exist with permissions no wider than: /etc/passwd 0644, "
+            "/etc/group 0644, /etc/shadow 0640, /etc/gshadow 0640, /etc/ssh/sshd_config 0600, "
+            "/etc/crontab 0600."
+        ),
+        rego="""limits := {
+	"/etc/passwd": 420,
+	"/etc/group": 420,
+	"/etc/shadow": 416,
+	"/etc/gshadow": 416,
+	"/etc/ssh/sshd_config": 384,
+	"/etc/crontab": 384,
+}
+
+bits_of(m) := ((to_number(substring(m, count(m) - 3, 1)) * 64) + (to_number(substring(m, count(m) - 2, 1)) * 8)) + to_number(substring(m, count(m) - 1, 1))
+
+violations contains path if {
+	some path, _ in limits
+	not input.modes[path]
+}
+
+violations contains path if {
+	some path, allowed in limits
+	bits.and(bits_of(input.modes[path]), bits.negate(allowed)) != 0
+}""",
+        ok=modes_ok,
+        modes=tuple(MODES),
+        bad={
+            "/etc/shadow 0644": mode(SHADOW, 0o644),
+            "/etc/passwd 0664": mode(PASSWD, 0o664),
+            "/etc/crontab 0644": mode(CRONTAB, 0o644),
+            "sshd_config 0640": mode(SSHD, 0o640),
+            "/etc/gshadow 0660": mode(GSHADOW, 0o660),
+            "/etc/group 0666": mode(GROUP, 0o666),
+        },
+        near={
+            "/etc/shadow 0600": mode(SHADOW, 0o600),
+            "/etc/passwd 0444": mode(PASSWD, 0o444),
+            "/etc/crontab 0400": mode(CRONTAB, 0o400),
+            "/etc/shadow 0000": mode(SHADOW, 0o000),
+            "sshd_config 0400": mode(SSHD, 0o400),
+            "/etc/gshadow 0600": mode(GSHADOW, 0o600),
+        },
     ),
-    _defs_check(
-        "linux-pass-min-days",
-        "PASS_MIN_DAYS",
-        1,
-        0,
-        1,
-        ">=",
-        "Minimum password age",
-        "Passwords must have a minimum age: PASS_MIN_DAYS in /etc/login.defs must be 1 or more.",
-    ),
-    _defs_check(
-        "linux-pass-warn-age",
-        "PASS_WARN_AGE",
-        7,
-        3,
-        7,
-        ">=",
-        "Password expiry warning",
-        "Users must be warned before their password expires: PASS_WARN_AGE in /etc/login.defs "
-        "must be 7 or more.",
+    LinuxCheck(
+        id="linux-password-aging",
+        title="Ensure password expiration is configured",
+        requirement=(
+            "Ensure password expiration, minimum age and expiration warning are configured "
+            "(CIS 5.5.1). In /etc/login.defs PASS_MAX_DAYS must be 365 or less, PASS_MIN_DAYS "
+            "1 or more and PASS_WARN_AGE 7 or more."
+        ),
+        rego="""num(key, fallback) := to_number(value_or("/etc/login.defs", key, fallback))
+
+violations contains "PASS_MAX_DAYS" if not num("PASS_MAX_DAYS", "99999") <= 365
+
+violations contains "PASS_MAX_DAYS" if num("PASS_MAX_DAYS", "99999") <= 0
+
+violations contains "PASS_MIN_DAYS" if num("PASS_MIN_DAYS", "0") < 1
+
+violations contains "PASS_WARN_AGE" if num("PASS_WARN_AGE", "7") < 7""",
+        ok=aging_ok,
+        files=(LOGIN_DEFS,),
+        bad={
+            "PASS_MAX_DAYS 99999": replace(LOGIN_DEFS, "PASS_MAX_DAYS\t90", "PASS_MAX_DAYS\t99999"),
+            "PASS_MIN_DAYS 0": replace(LOGIN_DEFS, "PASS_MIN_DAYS\t1", "PASS_MIN_DAYS\t0"),
+            "PASS_WARN_AGE 3": replace(LOGIN_DEFS, "PASS_WARN_AGE\t7", "PASS_WARN_AGE\t3"),
+            "a later PASS_MAX_DAYS overrides": append(LOGIN_DEFS, "PASS_MAX_DAYS 400\n"),
+            "PASS_MIN_DAYS commented out": replace(
+                LOGIN_DEFS, "PASS_MIN_DAYS\t1", "#PASS_MIN_DAYS\t1"
+            ),
+            "PASS_MAX_DAYS -1": replace(LOGIN_DEFS, "PASS_MAX_DAYS\t90", "PASS_MAX_DAYS\t-1"),
+        },
+        near={
+            "PASS_MAX_DAYS 365": replace(LOGIN_DEFS, "PASS_MAX_DAYS\t90", "PASS_MAX_DAYS 365"),
+            "an earlier bad line is overridden": prepend(LOGIN_DEFS, "PASS_MAX_DAYS 99999\n"),
+            "PASS_WARN_AGE left at its default": replace(LOGIN_DEFS, "PASS_WARN_AGE\t7\n", ""),
+            "PASS_MIN_DAYS 7": replace(LOGIN_DEFS, "PASS_MIN_DAYS\t1", "PASS_MIN_DAYS\t7"),
+            "a lower-case key is not a setting": append(LOGIN_DEFS, "pass_max_days 99999\n"),
+        },
     ),
     LinuxCheck(
         id="linux-umask",
-        title="Default umask 027 or stricter",
+        title="Ensure default user umask is configured",
         requirement=(
-            "The default umask must be 027 or more restrictive: UMASK in /etc/login.defs, read "
-            "as an octal number, must include the bits 027 (077 is fine, 022 is not)." + _DEFS_NOTE
+            "Ensure the default user umask is 027 or more restrictive (CIS 5.5.5): the UMASK "
+            "login.defs applies must deny write to the group and all access to others."
         ),
-        rego="""violations contains "UMASK not restrictive enough" if not umask_ok
+        rego="""violations contains "UMASK" if {
+	u := value_or("/etc/login.defs", "UMASK", "022")
+	digits := substring(concat("", ["000", u]), count(u), 3)
+	g := to_number(substring(digits, 1, 1))
+	o := to_number(substring(digits, 2, 1))
+	not umask_ok(g, o)
+}
 
-umask_ok if {
-	u := kv("/etc/login.defs", "UMASK")
-	bits.and(mode_bits(concat("", ["000", u])), 23) == 23
+umask_ok(g, o) if {
+	bits.and(g, 2) == 2
+	o == 7
 }""",
-        violates=lambda h: not _umask_ok(h),
+        ok=umask_ok,
         files=(LOGIN_DEFS,),
         bad={
-            "UMASK 022": _replace(LOGIN_DEFS, "UMASK\t\t027", "UMASK\t\t022"),
-            "UMASK 007": _replace(LOGIN_DEFS, "UMASK\t\t027", "UMASK 007"),
-            "unset": _replace(LOGIN_DEFS, "UMASK\t\t027\n", ""),
+            "UMASK 022": replace(LOGIN_DEFS, "UMASK\t\t027", "UMASK\t\t022"),
+            "UMASK 007": replace(LOGIN_DEFS, "UMASK\t\t027", "UMASK 007"),
+            "UMASK unset": replace(LOGIN_DEFS, "UMASK\t\t027\n", ""),
+            "a later UMASK 002": append(LOGIN_DEFS, "UMASK 002\n"),
+            "UMASK 026": replace(LOGIN_DEFS, "UMASK\t\t027", "UMASK\t026"),
         },
         near={
-            "UMASK 077": _replace(LOGIN_DEFS, "UMASK\t\t027", "UMASK\t077"),
-            "UMASK 0027": _replace(LOGIN_DEFS, "UMASK\t\t027", "UMASK 0027"),
+            "UMASK 077": replace(LOGIN_DEFS, "UMASK\t\t027", "UMASK\t077"),
+            "UMASK 0027": replace(LOGIN_DEFS, "UMASK\t\t027", "UMASK 0027"),
+            "an earlier UMASK 022 is overridden": prepend(LOGIN_DEFS, "UMASK 022\n"),
+            "a lower-case key is not a setting": append(LOGIN_DEFS, "umask 022\n"),
+            "UMASK 037": replace(LOGIN_DEFS, "UMASK\t\t027", "UMASK 037"),
         },
     ),
-    _sysctl_check(
-        "linux-sysctl-ip-forward",
-        "net.ipv4.ip_forward",
-        "0",
-        "1",
-        "IP forwarding disabled",
-        "The host must not route packets: net.ipv4.ip_forward must be configured to 0.",
+    LinuxCheck(
+        id="linux-kernel-parameters",
+        title="Ensure network and memory kernel parameters are set",
+        requirement=(
+            "Ensure kernel parameters are set (CIS 3.2, 3.3, 1.5.3): net.ipv4.ip_forward = 0, "
+            "net.ipv4.conf.all.accept_redirects = 0, net.ipv4.conf.all.send_redirects = 0 and "
+            "kernel.randomize_va_space = 2, both in the running kernel and in the configuration "
+            "applied at boot (sysctl.d and /etc/sysctl.conf)."
+        ),
+        rego=r"""required := {
+	"net.ipv4.ip_forward": "0",
+	"net.ipv4.conf.all.accept_redirects": "0",
+	"net.ipv4.conf.all.send_redirects": "0",
+	"kernel.randomize_va_space": "2",
+}
+
+dirs := ["/etc/sysctl.d/", "/run/sysctl.d/", "/usr/local/lib/sysctl.d/", "/usr/lib/sysctl.d/"]
+
+dropins := {[d, name] |
+	some p, _ in input.files
+	some d in dirs
+	startswith(p, d)
+	endswith(p, ".conf")
+	name := substring(p, count(d), -1)
+	not contains(name, "/")
+}
+
+chosen(name) := concat("", [ds[0], name]) if ds := [d | some d in dirs; [d, name] in dropins]
+
+ordered := array.concat(
+	[chosen(name) | some name in sort({pair[1] | some pair in dropins})],
+	["/etc/sysctl.conf"],
+)
+
+assignments := [w |
+	some f in ordered
+	some line in lines(f)
+	t := trim_space(line)
+	t != ""
+	not startswith(t, "#")
+	not startswith(t, ";")
+	w := words(t)
+	count(w) > 1
+]
+
+configured(key) := vals[count(vals) - 1] if {
+	vals := [w[1] | some w in assignments; w[0] == key]
+	count(vals) > 0
+}
+
+running(key) := trim_space(input.files[concat("/", ["/proc/sys", replace(key, ".", "/")])])
+
+violations contains sprintf("%s configured", [key]) if {
+	some key, want in required
+	not configured(key) == want
+}
+
+violations contains sprintf("%s running", [key]) if {
+	some key, want in required
+	not running(key) == want
+}""",
+        ok=kernel_params_ok,
+        files=(
+            "/etc/sysctl.d/*",
+            "/run/sysctl.d/*",
+            "/usr/local/lib/sysctl.d/*",
+            "/usr/lib/sysctl.d/*",
+            SYSCTL,
+            "/proc/sys/net/ipv4/ip_forward",
+            "/proc/sys/net/ipv4/conf/all/*",
+            "/proc/sys/kernel/randomize_va_space",
+        ),
+        bad={
+            "ip_forward running as 1": put("/proc/sys/net/ipv4/ip_forward", HostFile("1\n")),
+            "accept_redirects configured 1": replace(
+                SYSCTL_D,
+                "net.ipv4.conf.all.accept_redirects = 0",
+                "net.ipv4.conf.all.accept_redirects = 1",
+            ),
+            "/etc/sysctl.conf overrides send_redirects": append(
+                SYSCTL, "net.ipv4.conf.all.send_redirects=1\n"
+            ),
+            "a later drop-in lowers ASLR": put(
+                "/etc/sysctl.d/99-zz-local.conf", HostFile("kernel.randomize_va_space = 1\n")
+            ),
+            "ip_forward not configured": replace(SYSCTL_D, "net.ipv4.ip_forward = 0\n", ""),
+            "ASLR running as 0": put("/proc/sys/kernel/randomize_va_space", HostFile("0\n")),
+        },
+        near={
+            "an earlier drop-in is overridden": put(
+                "/etc/sysctl.d/10-router.conf", HostFile("net.ipv4.ip_forward = 1\n")
+            ),
+            "no spaces": replace(SYSCTL_D, "net.ipv4.ip_forward = 0", "net.ipv4.ip_forward=0"),
+            "a ; comment": append(SYSCTL, "; net.ipv4.ip_forward = 1\n"),
+            "a file that is not .conf": put(
+                "/etc/sysctl.d/README", HostFile("net.ipv4.ip_forward = 1\n")
+            ),
+            "a vendor file masked by /etc": put(
+                "/usr/lib/sysctl.d/99-hardening.conf", HostFile("net.ipv4.ip_forward = 1\n")
+            ),
+            "a vendor file read earlier": put(
+                "/usr/lib/sysctl.d/30-net.conf", HostFile("net.ipv4.conf.all.send_redirects = 1\n")
+            ),
+        },
     ),
-    _sysctl_check(
-        "linux-sysctl-aslr",
-        "kernel.randomize_va_space",
-        "2",
-        "1",
-        "Full address space layout randomisation",
-        "Address space layout randomisation must be full: kernel.randomize_va_space must be "
-        "configured to 2.",
-    ),
-    _sysctl_check(
-        "linux-sysctl-redirects",
-        "net.ipv4.conf.all.accept_redirects",
-        "0",
-        "1",
-        "ICMP redirects refused",
-        "ICMP redirects must not be accepted: net.ipv4.conf.all.accept_redirects must be "
-        "configured to 0.",
-    ),
-    _mode_check("linux-shadow-mode", SHADOW, 0o640, 0o644, 0o600, "/etc/shadow permissions"),
-    _mode_check("linux-passwd-mode", PASSWD, 0o644, 0o664, 0o444, "/etc/passwd permissions"),
-    _mode_check("linux-crontab-mode", CRONTAB, 0o600, 0o644, 0o400, "/etc/crontab permissions"),
     LinuxCheck(
         id="linux-uid0-only-root",
-        title="Only root has UID 0",
-        requirement=(
-            "Root must be the only UID 0 account: no account other than `root` in /etc/passwd "
-            "(name:password:UID:GID:...) may have UID 0."
-        ),
-        rego="""violations contains name if {
-	some line in regex.split(`\\r?\\n`, content("/etc/passwd"))
+        title="Ensure root is the only UID 0 account",
+        requirement="Ensure root is the only UID 0 account (CIS 6.2.9) in /etc/passwd.",
+        rego="""violations contains fields[0] if {
+	some line in lines("/etc/passwd")
 	fields := split(line, ":")
 	count(fields) > 2
-	fields[2] == "0"
-	name := fields[0]
-	name != "root"
+	regex.match(`^0+$`, fields[2])
+	fields[0] != "root"
 }""",
-        violates=lambda h: not _uid0_ok(h),
+        ok=uid0_ok,
         files=(PASSWD,),
         bad={
-            "toor with UID 0": _append(PASSWD, "toor:x:0:0:backup root:/root:/bin/bash\n"),
-            "service account UID 0": _replace(PASSWD, "deploy:x:1000:1000", "deploy:x:0:1000"),
+            "toor with UID 0": append(PASSWD, "toor:x:0:0:backup root:/root:/bin/bash\n"),
+            "deploy with UID 0": replace(PASSWD, "deploy:x:1000:1000", "deploy:x:0:1000"),
+            "an account above root": prepend(PASSWD, "admin:x:0:0::/root:/bin/bash\n"),
+            "UID written 00": append(PASSWD, "ops:x:00:1002::/home/ops:/bin/bash\n"),
         },
         near={
-            "GID 0 only": _append(PASSWD, "operator:x:11:0:operator:/root:/sbin/nologin\n"),
-            "UID 10": _append(PASSWD, "uucp:x:10:14:uucp:/var/spool/uucp:/sbin/nologin\n"),
-            "UID 1000 named root2": _append(PASSWD, "root2:x:1002:1002::/home/root2:/bin/bash\n"),
+            "GID 0 only": append(PASSWD, "operator:x:11:0:operator:/root:/usr/sbin/nologin\n"),
+            "UID 10": append(PASSWD, "uucp:x:10:10:uucp:/var/spool/uucp:/usr/sbin/nologin\n"),
+            "root2 with UID 1002": append(PASSWD, "root2:x:1002:1002::/home/root2:/bin/bash\n"),
+            "rootless with GID 0": append(PASSWD, "rootless:x:1003:0::/home/rootless:/bin/bash\n"),
+            "UID 100": append(PASSWD, "svc:x:100:100::/var/lib/svc:/usr/sbin/nologin\n"),
         },
     ),
     LinuxCheck(
         id="linux-empty-passwords",
-        title="No empty password fields",
-        requirement=(
-            "No account may have an empty password: the second field of every line of "
-            "/etc/shadow (name:password:...) must not be empty (locked values like `!` or `*` "
-            "are fine)."
-        ),
+        title="Ensure password fields are not empty",
+        requirement="Ensure /etc/shadow password fields are not empty (CIS 6.2.1).",
         rego="""violations contains fields[0] if {
-	some line in regex.split(`\\r?\\n`, content("/etc/shadow"))
+	some line in lines("/etc/shadow")
 	fields := split(line, ":")
 	count(fields) > 1
 	fields[1] == ""
 }""",
-        violates=lambda h: not _no_empty_pw(h),
+        ok=no_empty_passwords,
         files=(SHADOW,),
         bad={
-            "alice without password": _replace(
+            "alice without a password": replace(
                 SHADOW, "alice:$6$rounds=5000$Pp8w$Zk1mQ7eR", "alice:"
             ),
-            "new account without password": _append(SHADOW, "guest::19960:0:99999:7:::\n"),
+            "a guest without a password": append(SHADOW, "guest::19960:0:99999:7:::\n"),
+            "root without a password": replace(SHADOW, "root:!locked:", "root::"),
+            "a short entry": append(SHADOW, "svc::\n"),
         },
         near={
-            "locked with !": _append(SHADOW, "guest:!:19960:0:99999:7:::\n"),
-            "locked with *": _append(SHADOW, "svc:*:19960:0:99999:7:::\n"),
+            "locked with !": append(SHADOW, "guest:!:19960:0:99999:7:::\n"),
+            "locked with *": append(SHADOW, "svc:*:19960:0:99999:7:::\n"),
+            "locked with !!": append(SHADOW, "batch:!!:19960::::::\n"),
+            "a locked hash": replace(SHADOW, "alice:$6$", "alice:!$6$"),
+            "password aging fields empty": append(SHADOW, "backup:*:::::::\n"),
         },
     ),
-    _kv_check(
-        "linux-pwquality-minlen",
-        PWQUALITY,
-        "minlen",
-        ">=",
-        14,
-        8,
-        15,
-        "Password minimum length",
-        "Passwords must be at least 14 characters: minlen in /etc/security/pwquality.conf must be 14 or more.",
+    LinuxCheck(
+        id="linux-pwquality",
+        title="Ensure password creation requirements are configured",
+        requirement=(
+            "Ensure password creation requirements are configured (CIS 5.4.1): pam_pwquality's "
+            "minimum length (minlen in /etc/security/pwquality.conf) must be 14 or more."
+        ),
+        rego="""violations contains "minlen" if {
+	not to_number(value_or("/etc/security/pwquality.conf", "minlen", "8")) >= 14
+}""",
+        ok=pwquality_ok,
+        files=(PWQUALITY,),
+        bad={
+            "minlen 8": replace(PWQUALITY, "minlen = 14", "minlen = 8"),
+            "minlen commented out": replace(PWQUALITY, "minlen = 14", "# minlen = 14"),
+            "a later minlen=12": append(PWQUALITY, "minlen=12\n"),
+            "minlen 13": replace(PWQUALITY, "minlen = 14", "minlen = 13"),
+        },
+        near={
+            "minlen 15": replace(PWQUALITY, "minlen = 14", "minlen = 15"),
+            "an earlier bad line is overridden": prepend(PWQUALITY, "minlen = 8\n"),
+            "a commented bad value": append(PWQUALITY, "# minlen = 8\n"),
+            "minlen=20": replace(PWQUALITY, "minlen = 14", "minlen=20"),
+            "minclass lowered": replace(PWQUALITY, "minclass = 4", "minclass = 3"),
+        },
     ),
-    _kv_check(
-        "linux-faillock-deny",
-        FAILLOCK,
-        "deny",
-        "<=",
-        5,
-        10,
-        3,
-        "Account lockout after failed logins",
-        "Accounts must lock after repeated failures: deny in /etc/security/faillock.conf must "
-        "be set to 5 or less.",
+    LinuxCheck(
+        id="linux-faillock",
+        title="Ensure lockout for failed password attempts is configured",
+        requirement=(
+            "Ensure lockout for failed password attempts is configured (CIS 5.4.2): "
+            "pam_faillock (/etc/security/faillock.conf) must lock an account after 5 or fewer "
+            "failed attempts and keep it locked for at least 900 seconds or until an "
+            "administrator unlocks it."
+        ),
+        rego="""conf := "/etc/security/faillock.conf"
+
+violations contains "deny" if {
+	deny := to_number(value_or(conf, "deny", "3"))
+	not deny_ok(deny)
+}
+
+deny_ok(deny) if {
+	deny >= 1
+	deny <= 5
+}
+
+violations contains "unlock_time" if {
+	unlock := to_number(value_or(conf, "unlock_time", "600"))
+	unlock != 0
+	unlock < 900
+}""",
+        ok=faillock_ok,
+        files=(FAILLOCK,),
+        bad={
+            "deny 10": replace(FAILLOCK, "deny = 5", "deny = 10"),
+            "deny 0 never locks": replace(FAILLOCK, "deny = 5", "deny = 0"),
+            "unlock_time 60": replace(FAILLOCK, "unlock_time = 900", "unlock_time = 60"),
+            "unlock_time left at its default": replace(FAILLOCK, "unlock_time = 900\n", ""),
+            "a later deny 8": append(FAILLOCK, "deny = 8\n"),
+        },
+        near={
+            "deny 3": replace(FAILLOCK, "deny = 5", "deny = 3"),
+            "deny left at its default": replace(FAILLOCK, "deny = 5\n", ""),
+            "unlock_time 0": replace(FAILLOCK, "unlock_time = 900", "unlock_time = 0"),
+            "unlock_time 1800": replace(FAILLOCK, "unlock_time = 900", "unlock_time = 1800"),
+            "a commented bad value": append(FAILLOCK, "# deny = 10\n"),
+        },
     ),
     LinuxCheck(
         id="linux-audit-identity",
-        title="Audit changes to passwd and shadow",
+        title="Ensure events that modify user/group information are collected",
         requirement=(
-            "Changes to user identities must be audited: the rules files "
-            "/etc/audit/rules.d/*.rules must contain a watch `-w <file> -p <perms>` whose perms "
-            "include both w and a, for /etc/passwd and for /etc/shadow (# starts a comment)."
+            "Ensure events that modify user and group information are collected (CIS "
+            "4.1.3.8): the audit rules (/etc/audit/rules.d/*.rules) must watch /etc/group, "
+            "/etc/passwd, /etc/gshadow and /etc/shadow for writes and attribute changes."
         ),
-        rego="""violations contains path if {
-	some path in ["/etc/passwd", "/etc/shadow"]
-	not watched(path)
-}
+        rego=r"""identity := ["/etc/group", "/etc/passwd", "/etc/gshadow", "/etc/shadow"]
 
-watched(path) if {
+rules := [p |
 	some f, text in input.files
 	startswith(f, "/etc/audit/rules.d/")
 	endswith(f, ".rules")
-	some line in regex.split(`\\r?\\n`, text)
-	parts := regex.split(`\\s+`, trim_space(line))
-	count(parts) >= 4
-	parts[0] == "-w"
-	parts[1] == path
-	parts[2] == "-p"
-	contains(parts[3], "w")
-	contains(parts[3], "a")
+	some line in split(text, "\n")
+	p := [w | some w in regex.split(`\s+`, trim_space(line)); w != ""]
+	count(p) > 0
+	not startswith(p[0], "#")
+]
+
+watched(path) if {
+	some p in rules
+	count(p) >= 4
+	p[0] == "-w"
+	p[1] == path
+	p[2] == "-p"
+	contains(p[3], "w")
+	contains(p[3], "a")
+}
+
+watched(path) if {
+	some p in rules
+	p[0] == "-a"
+	fields := {p[i + 1] | some i, t in p; t == "-F"; i + 1 < count(p)}
+	concat("=", ["path", path]) in fields
+	some f in fields
+	startswith(f, "perm=")
+	contains(f, "w")
+	contains(substring(f, 5, -1), "a")
+}
+
+violations contains path if {
+	some path in identity
+	not watched(path)
 }""",
-        violates=lambda h: not (audit_watches(h, PASSWD) and audit_watches(h, SHADOW)),
+        ok=audit_ok,
         files=("/etc/audit/rules.d/*",),
         bad={
-            "shadow watch removed": _replace(AUDIT, "-w /etc/shadow -p wa -k identity\n", ""),
-            "passwd watched for reads only": _replace(
+            "shadow watch removed": replace(AUDIT, "-w /etc/shadow -p wa -k identity\n", ""),
+            "passwd watched for reads only": replace(
                 AUDIT, "-w /etc/passwd -p wa", "-w /etc/passwd -p r"
             ),
-            "passwd watch commented out": _replace(
+            "passwd watch commented out": replace(
                 AUDIT, "-w /etc/passwd -p wa", "#-w /etc/passwd -p wa"
             ),
-            "rules only in a .bak file": _both(
-                _remove(AUDIT),
-                _add("/etc/audit/rules.d/50-identity.rules.bak", HostFile(_AUDIT_CLEAN)),
+            "rules only in a .bak file": both(
+                remove(AUDIT), put(AUDIT + ".bak", HostFile("-w /etc/passwd -p wa -k identity\n"))
+            ),
+            "group watch removed": replace(AUDIT, "-w /etc/group -p wa -k identity\n", ""),
+            "gshadow watched for writes only": replace(
+                AUDIT, "-w /etc/gshadow -p wa", "-w /etc/gshadow -p w"
             ),
         },
         near={
-            "perms rwxa": _replace(AUDIT, "-w /etc/shadow -p wa", "-w /etc/shadow -p rwxa"),
-            "split over two files": _both(
-                _replace(AUDIT, "-w /etc/shadow -p wa -k identity\n", ""),
-                _add(
-                    "/etc/audit/rules.d/60-shadow.rules", HostFile("-w /etc/shadow -p aw -k id\n")
+            "perms rwxa": replace(AUDIT, "-w /etc/shadow -p wa", "-w /etc/shadow -p rwxa"),
+            "split over two files": both(
+                replace(AUDIT, "-w /etc/shadow -p wa -k identity\n", ""),
+                put("/etc/audit/rules.d/60-shadow.rules", HostFile("-w /etc/shadow -p aw -k id\n")),
+            ),
+            "a syscall rule with a path filter": both(
+                replace(AUDIT, "-w /etc/gshadow -p wa -k identity\n", ""),
+                append(
+                    AUDIT,
+                    "-a always,exit -F arch=b64 -F path=/etc/gshadow -F perm=wa -k identity\n",
                 ),
             ),
-        },
-    ),
-    LinuxCheck(
-        id="linux-services-disabled",
-        title="Unneeded network services disabled",
-        requirement=(
-            "Unneeded network services must not be enabled: none of "
-            + ", ".join(_SERVICES)
-            + " may be enabled, that is linked from any /etc/systemd/system/*.wants/ directory."
-        ),
-        rego="violations contains unit if {\n\tsome path in input.entries\n"
-        "\tregex.match(`^/etc/systemd/system/[^/]+\\.wants/[^/]+$`, path)\n"
-        '\tparts := split(path, "/")\n\tunit := parts[count(parts) - 1]\n\tunit in {'
-        + ", ".join(f'"{s}"' for s in _SERVICES)
-        + "}\n}",
-        violates=lambda h: bool(enabled_units(h) & set(_SERVICES)),
-        listing=("/etc/systemd/system",),
-        bad={
-            "cups enabled": _add(
-                f"{WANTS}/cups.service", HostFile(link="/usr/lib/systemd/system/cups.service")
-            ),
-            "avahi enabled for sockets.target": _add(
-                "/etc/systemd/system/sockets.target.wants/avahi-daemon.service",
-                HostFile(link="/usr/lib/systemd/system/avahi-daemon.service"),
-            ),
-            "telnet socket enabled": _add(
-                "/etc/systemd/system/sockets.target.wants/telnet.socket",
-                HostFile(link="/usr/lib/systemd/system/telnet.socket"),
-            ),
-        },
-        near={
-            "cups-browsed look-alike": _add(
-                f"{WANTS}/cups-browsed.service",
-                HostFile(link="/usr/lib/systemd/system/cups-browsed.service"),
-            ),
-            "masked unit": _add("/etc/systemd/system/cups.service", HostFile(link="/dev/null")),
+            "perms aw": replace(AUDIT, "-w /etc/passwd -p wa", "-w /etc/passwd -p aw"),
+            "an extra read watch": append(AUDIT, "-w /etc/shadow- -p r -k backup\n"),
         },
     ),
     LinuxCheck(
         id="linux-sudo-use-pty",
-        title="sudo runs commands in a pseudo terminal",
+        title="Ensure sudo commands use pty",
         requirement=(
-            "sudo must run commands in a pseudo terminal: /etc/sudoers or a file of "
-            "/etc/sudoers.d must contain a `Defaults` line listing `use_pty` (# starts a comment)."
+            "Ensure sudo commands use pty (CIS 5.3.2): sudo's effective Defaults, from "
+            "/etc/sudoers and the files it includes, must set use_pty."
         ),
-        rego="""violations contains "use_pty is not set" if not use_pty
+        rego=r"""included(dir) := [f |
+	some f in sort([p | some p, _ in input.files; startswith(p, concat("", [dir, "/"]))])
+	name := substring(f, count(dir) + 1, -1)
+	not contains(name, "/")
+	not contains(name, ".")
+	not endswith(name, "~")
+]
 
-use_pty if {
-	some f, text in input.files
-	sudoers_file(f)
-	some line in regex.split(`\\r?\\n`, text)
-	parts := regex.split(`[\\s,]+`, trim_space(line))
-	parts[0] == "Defaults"
-	"use_pty" in parts
+includedir(line) := trim_suffix(w[1], "/") if {
+	w := regex.split(`\s+`, trim_space(line))
+	count(w) > 1
+	w[0] in {"@includedir", "#includedir"}
 }
 
-sudoers_file("/etc/sudoers")
+expand(line) := [l | some f in included(includedir(line)); some l in lines(f)] if includedir(line)
 
-sudoers_file(f) if startswith(f, "/etc/sudoers.d/")""",
-        violates=lambda h: not sudo_use_pty(h),
+expand(line) := [line] if not includedir(line)
+
+settings := [opt |
+	some line in lines("/etc/sudoers")
+	some l in expand(line)
+	t := trim_space(l)
+	parts := regex.split(`\s+`, t)
+	parts[0] == "Defaults"
+	some opt in regex.split(`[\s,]+`, trim_space(substring(t, 8, -1)))
+	opt in {"use_pty", "!use_pty"}
+]
+
+violations contains "use_pty is not in effect" if count(settings) == 0
+
+violations contains "use_pty is not in effect" if settings[count(settings) - 1] == "!use_pty"
+""",
+        ok=sudo_use_pty,
         files=(SUDOERS, "/etc/sudoers.d/*"),
         bad={
-            "removed": _replace(SUDOERS, "Defaults   use_pty\n", ""),
-            "commented out": _replace(SUDOERS, "Defaults   use_pty", "#Defaults   use_pty"),
-            "negated": _replace(SUDOERS, "Defaults   use_pty", "Defaults   !use_pty"),
+            "removed": replace(SUDOERS, "Defaults\tuse_pty\n", ""),
+            "commented out": replace(SUDOERS, "Defaults\tuse_pty", "#Defaults\tuse_pty"),
+            "negated later": put(
+                "/etc/sudoers.d/zz-legacy", HostFile("Defaults !use_pty\n", 0o440)
+            ),
+            "only in a file sudo skips": both(
+                replace(SUDOERS, "Defaults\tuse_pty\n", ""),
+                put("/etc/sudoers.d/pty.conf", HostFile("Defaults use_pty\n", 0o440)),
+            ),
+            "only in sudoers.d, which is no longer included": both(
+                replace(SUDOERS, "Defaults\tuse_pty\n", ""),
+                replace(SUDOERS, "@includedir /etc/sudoers.d\n", ""),
+                put("/etc/sudoers.d/10-pty", HostFile("Defaults use_pty\n", 0o440)),
+            ),
         },
         near={
-            "in sudoers.d": _both(
-                _replace(SUDOERS, "Defaults   use_pty\n", ""),
-                _add("/etc/sudoers.d/10-pty", HostFile("Defaults use_pty\n", 0o440)),
+            "in sudoers.d": both(
+                replace(SUDOERS, "Defaults\tuse_pty\n", ""),
+                put("/etc/sudoers.d/10-pty", HostFile("Defaults use_pty\n", 0o440)),
             ),
-            "in a list": _replace(SUDOERS, "Defaults   use_pty", "Defaults   requiretty, use_pty"),
+            "in a list": replace(SUDOERS, "Defaults\tuse_pty", "Defaults\tuse_pty,log_input"),
+            "legacy #includedir": both(
+                replace(SUDOERS, "Defaults\tuse_pty\n", ""),
+                replace(SUDOERS, "@includedir", "#includedir"),
+                put("/etc/sudoers.d/10-pty", HostFile("Defaults use_pty\n", 0o440)),
+            ),
+            "negated, then set again": both(
+                replace(SUDOERS, "Defaults\tuse_pty", "Defaults\t!use_pty"),
+                put("/etc/sudoers.d/50-pty", HostFile("Defaults\tuse_pty\n", 0o440)),
+            ),
+            "a skipped file negates it": put(
+                "/etc/sudoers.d/old.conf", HostFile("Defaults !use_pty\n", 0o440)
+            ),
+        },
+    ),
+    LinuxCheck(
+        id="linux-packages",
+        title="Ensure legacy network servers are not installed",
+        requirement=(
+            "Ensure legacy network servers are not installed (CIS 2.2): none of the packages "
+            + ", ".join(FORBIDDEN_PACKAGES)
+            + " may be installed."
+        ),
+        rego=r"""forbidden := {"xinetd", "openbsd-inetd", "telnetd", "inetutils-telnetd", "rsh-server", "nis", "tftpd-hpa", "talkd"}
+
+violations contains name if {
+	some line in split(input.commands.packages, "\n")
+	parts := split(line, "\t")
+	count(parts) == 2
+	name := parts[0]
+	name in forbidden
+	status := split(parts[1], " ")
+	count(status) == 3
+	not status[2] in {"not-installed", "config-files"}
+}""",
+        ok=packages_ok,
+        commands=(
+            (
+                "packages",
+                (
+                    "dpkg-query",
+                    "--admindir={{ host_root }}/var/lib/dpkg",
+                    "-W",
+                    "-f=${Package}\\t${Status}\\n",
+                ),
+            ),
+        ),
+        bad={
+            "telnetd installed": append(
+                DPKG_STATUS, package_entry("telnetd", "install ok installed", "0.17-44")
+            ),
+            "rsh-server on hold": append(
+                DPKG_STATUS, package_entry("rsh-server", "hold ok installed", "0.17-24")
+            ),
+            "nis unpacked": append(DPKG_STATUS, package_entry("nis", "install ok unpacked", "4.4")),
+            "tftpd-hpa half-configured": append(
+                DPKG_STATUS, package_entry("tftpd-hpa", "install ok half-configured", "5.2")
+            ),
+            "inetutils-telnetd installed": append(
+                DPKG_STATUS, package_entry("inetutils-telnetd", "install ok installed", "2:2.4-2")
+            ),
+            "xinetd half-installed": append(
+                DPKG_STATUS, package_entry("xinetd", "install reinstreq half-installed", "1:2.3.15")
+            ),
+        },
+        near={
+            "rsh-server removed, configuration kept": append(
+                DPKG_STATUS, package_entry("rsh-server", "deinstall ok config-files", "0.17-24")
+            ),
+            "rsh-client installed": append(
+                DPKG_STATUS, package_entry("rsh-client", "install ok installed", "0.17-24")
+            ),
+            "nis purged": append(
+                DPKG_STATUS, package_entry("nis", "purge ok not-installed", "4.4")
+            ),
+            "tftp client installed": append(
+                DPKG_STATUS, package_entry("tftp-hpa", "install ok installed", "5.2")
+            ),
+            "inetutils-telnet client installed": append(
+                DPKG_STATUS, package_entry("inetutils-telnet", "install ok installed", "2:2.4-2")
+            ),
+        },
+    ),
+    LinuxCheck(
+        id="linux-services",
+        title="Ensure unneeded services are not enabled and auditing is",
+        requirement=(
+            "Ensure unneeded services are not in use and auditing is enabled (CIS 2.1, 4.1.1): "
+            "the systemd units "
+            + ", ".join(MUST_NOT_BE_ENABLED)
+            + " must not be enabled, and auditd.service must be enabled."
+        ),
+        rego=r"""states := {parts[0]: parts[1] |
+	some line in split(input.commands.units, "\n")
+	parts := [w | some w in regex.split(`\s+`, trim_space(line)); w != ""]
+	count(parts) >= 2
+}
+
+unneeded := {"avahi-daemon.service", "avahi-daemon.socket", "cups.service", "cups.socket", "rsync.service", "telnet.socket"}
+
+violations contains unit if {
+	some unit in unneeded
+	states[unit] == "enabled"
+}
+
+violations contains "auditd.service" if not states["auditd.service"] == "enabled"
+""",
+        ok=services_ok,
+        commands=(
+            (
+                "units",
+                (
+                    "systemctl",
+                    "--root={{ host_root }}",
+                    "list-unit-files",
+                    "--no-legend",
+                    "--no-pager",
+                ),
+            ),
+        ),
+        bad={
+            "cups enabled": put(f"{WANTS}/cups.service", HostFile(link=f"{UNITS}/cups.service")),
+            "avahi socket enabled": put(
+                f"{ETC_UNITS}/sockets.target.wants/avahi-daemon.socket",
+                HostFile(link=f"{UNITS}/avahi-daemon.socket"),
+            ),
+            "auditd disabled": remove(f"{WANTS}/auditd.service"),
+            "auditd masked": put(f"{ETC_UNITS}/auditd.service", HostFile(link="/dev/null")),
+            "rsync enabled for the graphical target": put(
+                f"{ETC_UNITS}/graphical.target.wants/rsync.service",
+                HostFile(link=f"{UNITS}/rsync.service"),
+            ),
+            "telnet socket installed and enabled": both(
+                put(f"{UNITS}/telnet.socket", unit_file("telnet.socket", "sockets.target")),
+                put(
+                    f"{ETC_UNITS}/sockets.target.wants/telnet.socket",
+                    HostFile(link=f"{UNITS}/telnet.socket"),
+                ),
+            ),
+        },
+        near={
+            "cups masked": put(f"{ETC_UNITS}/cups.service", HostFile(link="/dev/null")),
+            "cups-browsed enabled": both(
+                put(f"{UNITS}/cups-browsed.service", unit_file("cups-browsed.service")),
+                put(
+                    f"{WANTS}/cups-browsed.service", HostFile(link=f"{UNITS}/cups-browsed.service")
+                ),
+            ),
+            "auditd enabled for another target": both(
+                remove(f"{WANTS}/auditd.service"),
+                put(
+                    f"{ETC_UNITS}/basic.target.wants/auditd.service",
+                    HostFile(link=f"{UNITS}/auditd.service"),
+                ),
+            ),
+            "rsync not installed": remove(f"{UNITS}/rsync.service"),
+            "an avahi drop-in": put(
+                f"{ETC_UNITS}/avahi-daemon.service.d/override.conf", HostFile("[Service]\nNice=5\n")
+            ),
+        },
+    ),
+    LinuxCheck(
+        id="linux-listening-ports",
+        title="Ensure only approved services are listening on the network",
+        requirement=(
+            "Ensure only approved services are listening on a network interface (CIS 2.4): no "
+            "TCP socket may listen on a non-loopback address except on ports 22 and 443."
+        ),
+        rego=r"""digit(h, i) := indexof("0123456789ABCDEF", upper(substring(h, i, 1)))
+
+hexval(h) := (((digit(h, 0) * 4096) + (digit(h, 1) * 256)) + (digit(h, 2) * 16)) + digit(h, 3)
+
+loopback(addr) if {
+	count(addr) == 8
+	substring(addr, 6, 2) == "7F"
+}
+
+loopback(addr) if addr == "00000000000000000000000001000000"
+
+loopback(addr) if {
+	startswith(addr, "0000000000000000FFFF0000")
+	substring(addr, 30, 2) == "7F"
+}
+
+violations contains sprintf("%s:%d", [addr, port]) if {
+	some path in ["/proc/net/tcp", "/proc/net/tcp6"]
+	some i, line in split(input.files[path], "\n")
+	i > 0
+	parts := [w | some w in regex.split(`\s+`, trim_space(line)); w != ""]
+	count(parts) > 3
+	parts[3] == "0A"
+	local := split(parts[1], ":")
+	addr := local[0]
+	port := hexval(local[1])
+	not loopback(addr)
+	not port in {22, 443}
+}""",
+        ok=ports_ok,
+        files=(PROC_TCP, PROC_TCP6),
+        bad={
+            "telnet on every address": _socket(
+                PROC_TCP, hex4("0.0.0.0", 23), hex4("0.0.0.0", 0), "0A"
+            ),
+            "8080 on every IPv6 address": _socket(PROC_TCP6, hex6(ANY6, 8080), hex6(ANY6, 0), "0A"),
+            "MySQL on the host's address": _socket(
+                PROC_TCP, hex4("10.0.0.11", 3306), hex4("0.0.0.0", 0), "0A"
+            ),
+            "Redis on a v4-mapped address": _socket(
+                PROC_TCP6, hex6((0, 0, 0xFFFF, 0x0A00000B), 6379), hex6(ANY6, 0), "0A"
+            ),
+            "SSH on a second port": _socket(
+                PROC_TCP, hex4("0.0.0.0", 2222), hex4("0.0.0.0", 0), "0A"
+            ),
+        },
+        near={
+            "Redis on loopback": _socket(
+                PROC_TCP, hex4("127.0.0.1", 6379), hex4("0.0.0.0", 0), "0A"
+            ),
+            "metrics on IPv6 loopback": _socket(PROC_TCP6, hex6(LOOP6, 9090), hex6(ANY6, 0), "0A"),
+            "an outgoing telnet connection": _socket(
+                PROC_TCP, hex4("10.0.0.11", 40312), hex4("10.0.0.50", 23), "01"
+            ),
+            "a closed socket in TIME_WAIT": _socket(
+                PROC_TCP, hex4("0.0.0.0", 8080), hex4("10.0.0.7", 51000), "06"
+            ),
+            "the stub resolver on 127.0.0.53": _socket(
+                PROC_TCP, hex4("127.0.0.53", 53), hex4("0.0.0.0", 0), "0A"
+            ),
+        },
+    ),
+    LinuxCheck(
+        id="linux-kernel-modules",
+        title="Ensure unneeded filesystem and storage kernel modules are disabled",
+        requirement=(
+            "Ensure mounting of unneeded filesystems and USB storage is disabled (CIS 1.1.1, "
+            "1.1.10): the kernel modules "
+            + ", ".join(DISABLED_MODULES)
+            + " must not be loaded, and modprobe must be configured (in /etc/modprobe.d/*.conf) "
+            "not to load them: an install line running /bin/false or /bin/true."
+        ),
+        rego=r"""disabled := ["cramfs", "freevxfs", "hfs", "hfsplus", "udf", "usb-storage"]
+
+norm(name) := replace(name, "-", "_")
+
+loaded := {parts[0] |
+	some line in split(input.files["/proc/modules"], "\n")
+	parts := split(line, " ")
+	parts[0] != ""
+}
+
+installs := [[norm(w[1]), w[2]] |
+	some f in sort([p | some p, _ in input.files; startswith(p, "/etc/modprobe.d/"); endswith(p, ".conf")])
+	some line in split(input.files[f], "\n")
+	w := [x | some x in regex.split(`\s+`, trim_space(line)); x != ""]
+	count(w) >= 3
+	w[0] == "install"
+]
+
+install_of(m) := cmds[0] if {
+	cmds := [pair[1] | some pair in installs; pair[0] == norm(m)]
+	count(cmds) > 0
+}
+
+violations contains m if {
+	some m in disabled
+	norm(m) in loaded
+}
+
+violations contains m if {
+	some m in disabled
+	not install_of(m) in {"/bin/false", "/bin/true"}
+}""",
+        ok=modules_ok,
+        files=(PROC_MODULES, "/etc/modprobe.d/*"),
+        bad={
+            "cramfs loaded": append(PROC_MODULES, "cramfs 20480 0 - Live 0x0000000000000000\n"),
+            "udf install line removed": replace(MODPROBE, "install udf /bin/false\n", ""),
+            "usb_storage loaded": append(
+                PROC_MODULES, "usb_storage 77824 1 uas, Live 0x0000000000000000\n"
+            ),
+            "hfsplus install line commented out": replace(
+                MODPROBE, "install hfsplus", "#install hfsplus"
+            ),
+            "rules only in a .bak file": both(
+                remove(MODPROBE),
+                put(MODPROBE + ".bak", HostFile("install cramfs /bin/false\n")),
+            ),
+            "freevxfs loaded through modprobe": replace(
+                MODPROBE,
+                "install freevxfs /bin/false",
+                "install freevxfs /sbin/modprobe --ignore-install freevxfs",
+            ),
+        },
+        near={
+            "/bin/true instead of /bin/false": replace(
+                MODPROBE, "install cramfs /bin/false", "install cramfs /bin/true"
+            ),
+            "usb_storage spelled with an underscore": replace(
+                MODPROBE, "install usb-storage /bin/false", "install usb_storage /bin/false"
+            ),
+            "a blacklist-only file too": put(
+                "/etc/modprobe.d/blacklist-extra.conf", HostFile("blacklist squashfs\n")
+            ),
+            "squashfs loaded": append(PROC_MODULES, "squashfs 69632 1 - Live 0x0000000000000000\n"),
+            "tabs and extra spaces": replace(
+                MODPROBE, "install udf /bin/false", "install  udf\t/bin/false"
+            ),
         },
     ),
 ]
@@ -1067,16 +1449,9 @@ def variants(
 ) -> tuple[list[Variant], list[Variant]]:
     """Visible hosts (one compliant, one not) and hidden hosts of a check.
 
-    Every hidden compliant host carries near misses and violations of other checks; every
-    hidden violating host one of the check's violations (cycled) and possibly a near miss.
-
-    Args:
-        check_id: The judged check.
-        seed: Seed of the hidden hosts.
-        compliant: Number of hidden compliant hosts.
-        non_compliant: Number of hidden violating hosts.
-        visible_seed: Seed of the visible hosts (default ``seed``); a separate seed keeps the
-            visible hosts from telling anything about the hidden ones.
+    The visible hosts show the check's first near miss and first violation; hidden compliant
+    hosts carry other near misses and violations of other checks, hidden violating hosts one
+    of the other violations (cycled) and sometimes a near miss.
 
     Raises:
         ValueError: a mutation does not do what it claims (a library bug).
@@ -1088,7 +1463,12 @@ def variants(
     )
     bad = list(check.bad.items())
     near = list(check.near.items())
-    others = [(f"{o.id}: {lbl}", m) for o in CHECKS if o.id != check_id for lbl, m in o.bad.items()]
+    others = [
+        (f"{o.id}: {lbl}", m)
+        for o in CHECKS
+        if o.id != check_id
+        for lbl, m in list(o.bad.items())[1:]
+    ]
 
     def build(muts: list[tuple[str, Mutation]]) -> tuple[Host, list[str]]:
         host = clean_host()
@@ -1106,7 +1486,7 @@ def variants(
                 m(probe)
             except (ValueError, KeyError):
                 continue
-            if not check.violates(probe):
+            if check.ok(probe):
                 picks.append((f"other requirement ({label})", m))
         return picks[:1]
 
@@ -1123,17 +1503,22 @@ def variants(
                 return Variant(name, host, {name} if expect else set(), [name], notes)
         raise ValueError(f"{check_id}: {[m[0] for m in muts]} gives the wrong verdict")
 
+    for label, m in check.bad.items():
+        make("probe", [(label, m)], True)
+    for label, m in check.near.items():
+        make("probe", [(label, m)], False)
     visible = [
         make("host-a", near[:1], False, visible_rng),
         make("host-b", bad[:1], True, visible_rng),
     ]
+    hidden_bad, hidden_near = rotated(hidden_rng, bad[1:]), rotated(hidden_rng, near[1:])
     hidden: list[Variant] = []
     for i in range(compliant):
-        hidden.append(make("", [near[(i + 1) % len(near)]] if i else [], False))
+        hidden.append(make("", [hidden_near[i % len(hidden_near)]], False))
     for i in range(non_compliant):
-        muts = [bad[i % len(bad)]]
-        if i % 2 and near:
-            muts.append(near[i % len(near)])
+        muts = [hidden_bad[i % len(hidden_bad)]]
+        if i % 2:
+            muts.append(hidden_near[(i + 1) % len(hidden_near)])
         hidden.append(make("", muts, True))
     hidden_rng.shuffle(hidden)
     for i, v in enumerate(hidden):

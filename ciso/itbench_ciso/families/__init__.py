@@ -93,7 +93,10 @@ class Runtime(ABC):
                 return {"compiles": False, "error": error}
             doc = default_input() if input_document is None else input_document
             verdict = self.engine.evaluate(modules, f"data.{PACKAGE}.{RULE}", [doc])[0]
-            return {"compiles": True, "violations": verdict.value, "error": verdict.error}
+            error = verdict.error
+            if verdict.engine_failed:
+                error = f"the judge's engine cannot evaluate this policy ({error}); rewrite it"
+            return {"compiles": True, "violations": verdict.value, "error": error}
 
         return Tool.from_function(evaluate_policy)
 

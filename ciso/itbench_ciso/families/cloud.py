@@ -50,7 +50,11 @@ class CloudRuntime(Runtime):
         self.visible = visible
         self.server.start()
         try:
-            cloud.seed(self.server.client, visible.data, f"{self.visible_seed % 100000:05d}")
+            cloud.seed(
+                lambda s, region=REGION: self.server.client(s, region=region),
+                visible.data,
+                f"{self.visible_seed % 100000:05d}",
+            )
         except Exception as exc:
             raise InfrastructureError(
                 f"seeding the account failed: {type(exc).__name__}: {exc}; "
@@ -136,6 +140,7 @@ class CloudRuntime(Runtime):
             "requirement": self.spec.requirement,
             "endpoint_url": self.server.url,
             "account_id": creds.account_id,
+            "regions": list(cloud.REGIONS),
             "environment_variables": creds.env(self.server.url),
             "contract": CLOUD.contract,
             "collector_timeout": self.timeout,
@@ -159,7 +164,11 @@ class CloudRuntime(Runtime):
 
         def seed(v: Any) -> None:
             creds = self.server.account(accounts[v.name])
-            cloud.seed(lambda s: self.server.client(s, creds), v.data, accounts[v.name][-8:])
+            cloud.seed(
+                lambda s, region=REGION: self.server.client(s, creds, region),
+                v.data,
+                accounts[v.name][-8:],
+            )
 
         try:
             with ThreadPoolExecutor(max_workers=3) as pool:
@@ -215,7 +224,7 @@ class CloudRuntime(Runtime):
         answers = dict(
             zip(
                 ok,
-                self.engine.evaluate(
+                self.engine.judge_query(
                     modules, f"data.{PACKAGE}.{RULE}", [collected[n].evidence for n in ok]
                 ),
                 strict=True,

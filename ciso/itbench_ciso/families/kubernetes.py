@@ -1,4 +1,4 @@
-"""Kubernetes policy generation and policy update: pod snapshots judged per pod."""
+"""Kubernetes policy generation and policy update: cluster snapshots judged per object."""
 
 from __future__ import annotations
 
@@ -13,14 +13,32 @@ from itbench_ciso.families import Runtime, digest, timer
 from itbench_ciso.scoring import Confusion, evaluation, judge_resources
 from itbench_ciso.spec import CisoSubmission
 
-SNAPSHOT_FILE = "cluster/pods.json"
+SNAPSHOT_FILE = "cluster/snapshot.json"
+
+#: ``kubectl get`` resource names (and short names) of the kinds a snapshot holds.
+RESOURCES = {
+    "Namespace": ("namespaces", "namespace", "ns"),
+    "Pod": ("pods", "pod", "po"),
+    "Deployment": ("deployments", "deployment", "deploy"),
+    "CronJob": ("cronjobs", "cronjob", "cj"),
+    "Service": ("services", "service", "svc"),
+    "ServiceAccount": ("serviceaccounts", "serviceaccount", "sa"),
+    "ConfigMap": ("configmaps", "configmap", "cm"),
+    "NetworkPolicy": ("networkpolicies", "networkpolicy", "netpol"),
+    "Role": ("roles", "role"),
+    "RoleBinding": ("rolebindings", "rolebinding"),
+    "ClusterRole": ("clusterroles", "clusterrole"),
+    "ClusterRoleBinding": ("clusterrolebindings", "clusterrolebinding"),
+}
+_KIND_OF = {name: kind for kind, names in RESOURCES.items() for name in names}
 
 
 def identity(item: Any) -> str | None:
-    """A returned violation as ``Pod/<namespace>/<name>``, or ``None`` if unrecognisable.
+    """A returned violation as ``Kind/<namespace>/<name>``, or ``None`` if unrecognisable.
 
-    Accepted: an object with ``name`` (and ``namespace``, ``kind``), an object with
-    ``metadata``, or a string ``Kind/namespace/name`` or ``namespace/name``.
+    Accepted: an object with ``kind`` and ``name`` (and ``namespace``; a missing kind means
+    ``Pod``), an object with ``metadata``, or a string ``Kind/namespace/name`` or
+    ``namespace/name`` (a pod).
     """
     if isinstance(item, dict):
         inner = item.get("metadata")
@@ -107,18 +125,32 @@ class KubernetesRuntime(Runtime):
     def tools(self) -> list[Tool]:
         """``kubectl_get`` and ``evaluate_policy``."""
 
-        def kubectl_get(resource: str = "pods", namespace: str | None = None) -> dict[str, Any]:
+        def kubectl_get(resource: str = "all", namespace: str | None = None) -> dict[str, Any]:
             """Return what `kubectl get <resource> [-n NS | -A] -o json` prints for the cluster.
 
-            Only pods are served (namespace None means all namespaces).
+            resource: a resource name or short name (pods, deployments, cronjobs, services,
+            serviceaccounts, configmaps, networkpolicies, namespaces, roles, rolebindings,
+            clusterroles, clusterrolebindings), several separated by commas, or `all` for every
+            object of the snapshot (the policy's input). namespace None means all namespaces.
             """
-            if resource.lower() not in ("pods", "pod", "po"):
-                raise ToolError(f"resource {resource!r} is not in this snapshot; served: pods")
+            kinds = set()
+            for name in resource.lower().replace(" ", "").split(","):
+                if name == "all":
+                    kinds |= set(RESOURCES)
+                elif name in _KIND_OF:
+                    kinds.add(_KIND_OF[name])
+                else:
+                    served = ", ".join(names[0] for names in RESOURCES.values())
+                    raise ToolError(
+                        f"resource {name!r} is not in this snapshot; served: {served}, all"
+                    )
             snap = self._snapshot()
-            if namespace:
-                snap["items"] = [
-                    p for p in snap["items"] if p["metadata"].get("namespace") == namespace
-                ]
+            snap["items"] = [
+                o
+                for o in snap["items"]
+                if o["kind"] in kinds
+                and (not namespace or o["metadata"].get("namespace") == namespace)
+            ]
             return snap
 
         return [Tool.from_function(kubectl_get), self.policy_tool(self._snapshot)]
@@ -141,7 +173,7 @@ class KubernetesRuntime(Runtime):
         error = self.compile_policy(modules)
         if error is not None:
             return self._nothing(start, error, compiles=False)
-        verdicts = self.engine.evaluate(
+        verdicts = self.engine.judge_query(
             modules, f"data.{PACKAGE}.{RULE}", [v.data for v in self.hidden]
         )
         flagged: list[set[str] | None] = [
@@ -227,7 +259,7 @@ class UpdateRuntime(KubernetesRuntime):
         others = [c for c in pset if c != self.spec.changed]
         queries = [f"data.{package_of(pset, c)}.{RULE}" for c in [self.spec.changed, *others]]
         try:
-            rows = self.engine.evaluate_queries(policies, queries, docs)
+            rows = self.engine.judge(policies, queries, docs)
         except PolicyError as exc:
             return self._nothing(start, str(exc), compiles=False)
         answers = [row[0] for row in rows]
@@ -261,7 +293,7 @@ class UpdateRuntime(KubernetesRuntime):
         """What the unchanged policies flag on each hidden variant (computed once)."""
         if self._before is None:
             queries = [f"data.{package_of(self.spec.policy_set, c)}.{RULE}" for c in others]
-            rows = self.engine.evaluate_queries(self.original(), queries, docs)
+            rows = self.engine.judge(self.original(), queries, docs)
             self._before = [[flagged_ids(r.value) for r in row] for row in rows]
         return self._before
 

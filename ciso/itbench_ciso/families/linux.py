@@ -140,7 +140,7 @@ class LinuxRuntime(Runtime):
         answers = dict(
             zip(
                 names,
-                self.engine.evaluate(
+                self.engine.judge_query(
                     modules, f"data.{PACKAGE}.{RULE}", [outcome.evidence[n] for n in names]
                 ),
                 strict=True,
