@@ -23,6 +23,7 @@ class ChangeSet:
         redis_commands: Commands run on the environment's Redis.
         links: Mesh link state per edge ``caller->callee`` (replaces the current state).
         target_counts: Services whose scrape targets change to this many replicas.
+        sql: Statements run on the shop database as its superuser.
     """
 
     files: list[tuple[str, str]] = field(default_factory=list)
@@ -31,11 +32,12 @@ class ChangeSet:
     redis_commands: list[list[str]] = field(default_factory=list)
     links: dict[str, dict[str, Any]] | None = None
     target_counts: dict[str, int] = field(default_factory=dict)
+    sql: list[str] = field(default_factory=list)
 
     def empty(self) -> bool:
         """Whether there is nothing to apply."""
         return (
-            not (self.files or self.programs or self.signals or self.redis_commands)
+            not (self.files or self.programs or self.signals or self.redis_commands or self.sql)
             and self.links is None
         )
 

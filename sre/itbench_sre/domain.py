@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import random
 from pathlib import Path
+from typing import Any
 
 from itbench_sre import agents, reference, scoring, topology
 from itbench_sre.embedded import recorded_shared, sweep
@@ -32,8 +34,15 @@ class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
     ports_per_trial = topology.PORTS_PER_ENV
     task_types = TASK_TYPES
 
+    def draw(self, spec: SreSpec, ctx: TrialContext) -> tuple[SreSpec, dict[str, Any]]:
+        """The trial's problem: targets, parameters, noise and decoys drawn from the secret."""
+        concrete = spec.concrete(random.Random(ctx.secret_seed("sre-draw")))
+        return concrete, concrete.drawn_record()
+
     def create_environment(self, spec: SreSpec, ctx: TrialContext) -> SreEnvironment:
-        """A shop deployment for one trial."""
+        """A shop deployment for one trial (drawing the scenario first if the runner did not)."""
+        if not spec.drawn:
+            spec, _ = self.draw(spec, ctx)
         return SreEnvironment(spec, ctx)
 
     def evaluate(
@@ -49,7 +58,7 @@ class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
 
     def oracle(self, spec: SreSpec, task: TaskView, toolbox: Toolbox) -> SreSubmission | None:
         """Ground truth plus the reference fix, through the tools."""
-        return agents.oracle(spec, toolbox)
+        return agents.oracle(spec, toolbox, task.handle)
 
     def baseline(self, task: TaskView, toolbox: Toolbox) -> SreSubmission | None:
         """The deterministic heuristic agent."""

@@ -36,7 +36,9 @@ JOB_PROGRAM = "reports"
 HARNESS_RECORD = "harness.json"
 _SHARED_NAME = re.compile(r"env-[0-9a-f]{12}")
 #: Entities whose configuration the tools expose (services, Redis, Prometheus).
-CONFIG_ENTITIES = tuple(s.name for s in topology.SERVICES) + ("redis", "prometheus")
+CONFIG_ENTITIES = tuple(s.name for s in topology.SERVICES) + ("redis", topology.DNS, "prometheus")
+#: Entities whose every configuration deployment is kept as a revision.
+REVISIONED = (*(s.name for s in topology.SERVICES), topology.DNS)
 
 
 def service_of(program: str) -> str:
@@ -92,8 +94,13 @@ class EmbeddedShop(ShopBackend):
         return self.port(topology.instance_offset(instance))
 
     def edge_addr(self, caller: str, callee: str) -> str:
-        """Mesh address a caller uses for one upstream."""
-        return f"127.0.0.1:{self.port(topology.edge_offset(caller, callee))}"
+        """Address a caller uses for one upstream: a registry name for services, on the mesh."""
+        host = "127.0.0.1" if callee in topology.DATASTORES else f"{callee}.svc"
+        return f"{host}:{self.port(topology.edge_offset(caller, callee))}"
+
+    def dns_records(self) -> dict[str, Any]:
+        """The baseline name registry: every service's name on the mesh's address."""
+        return {"records": {f"{s.name}.svc": "127.0.0.1" for s in topology.SERVICES}, "ttl_s": 1}
 
     # --- rendering -----------------------------------------------------------------------
     def baseline_config(self, service: str) -> dict[str, Any]:
@@ -109,6 +116,7 @@ class EmbeddedShop(ShopBackend):
             "pool_timeout": 1.0,
             "max_rps": 7 if service == "frontend" else None,
             "memory_limit_mb": 160,
+            "max_open_files": 256,
             "flags": {},
             "tracing": {"enabled": self.traces},
         }
@@ -121,6 +129,7 @@ class EmbeddedShop(ShopBackend):
             cfg["tls"] = {"payment": {"ca": f"certs/{self.certs['ca']}"}}
         if service == "notification":
             cfg["consume"] = True
+            cfg["dead_letter"] = False
         if service == "cart":
             cfg["session_cache_mb"] = 6
         if service == "catalog":
@@ -317,6 +326,7 @@ class EmbeddedShop(ShopBackend):
             files[str(self.shop / "prometheus" / "targets" / f"{s.name}.json")] = self._targets(
                 s.name, s.replicas
             )
+        files[str(self.config_path(topology.DNS))] = json.dumps(self.dns_records(), indent=2) + "\n"
         files[str(self.shop / "redis" / "redis.conf")] = self._redis_conf()
         files[str(self.shop / "prometheus" / "prometheus.yml")] = self._prometheus_yml()
         files[str(self.shop / "prometheus" / "rules.yml")] = alert_rules()
@@ -329,7 +339,7 @@ class EmbeddedShop(ShopBackend):
                     f"127.0.0.1:{self.instance_port(i)}" for i in topology.instances("frontend")
                 ],
                 "rate": self.workload_rate,
-                "workers": 4,
+                "workers": 8,
                 "timeout": 3.0,
                 "outcomes": str(self.ctl / "outcomes.jsonl"),
             }
@@ -422,8 +432,8 @@ class EmbeddedShop(ShopBackend):
             },
         )
         log.debug("deploy playbook took %.2fs", time.monotonic() - t0)
-        for s in topology.SERVICES:
-            self._add_revision(s.name, json.loads(rendered[str(self.config_path(s.name))]))
+        for entity in REVISIONED:
+            self._add_revision(entity, json.loads(rendered[str(self.config_path(entity))]))
         self._record_children()
         self.wait_listening()
 
@@ -547,6 +557,9 @@ class EmbeddedShop(ShopBackend):
                 "programs": [{"action": k, "names": v} for k, v in by_action.items()],
                 "redis_commands": changes.redis_commands,
                 "redis_port": self.port(topology.REDIS),
+                "sql": changes.sql,
+                "pg_port": self.port(topology.POSTGRES),
+                "pg_database": pgtemplate.DB_NAME,
                 "supervisor_conf": str(self.ctl / "supervisord.conf"),
             },
         )
@@ -662,7 +675,7 @@ class EmbeddedShop(ShopBackend):
 
     def record_config(self, entity: str) -> None:
         """Record the current configuration of a service as a new revision (if it changed)."""
-        if entity in topology.BY_NAME:
+        if entity in REVISIONED:
             with contextlib.suppress(ValueError, OSError):
                 self._add_revision(entity, json.loads(self.read_config(entity)))
 
@@ -684,7 +697,8 @@ class EmbeddedShop(ShopBackend):
         target = earlier[-1]
         self.write_config(service, json.dumps(target["config"], indent=2) + "\n")
         self._add_revision(service, target["config"])
-        self.restart_service(service)
+        if service in topology.BY_NAME:
+            self.restart_service(service)
         return self.revisions(service)[-1]
 
     def restart_service(self, service: str) -> None:
@@ -701,6 +715,10 @@ class EmbeddedShop(ShopBackend):
             return self.shop / "config" / f"{entity}.json"
         if entity == "redis":
             return self.shop / "redis" / "redis.conf"
+        if entity == topology.DNS:
+            return self.shop / "config" / "dns.json"
+        if entity.startswith("shop:"):
+            return self.shop / entity.removeprefix("shop:")
         if entity == "prometheus":
             return self.shop / "prometheus" / "prometheus.yml"
         if entity == "prometheus-rules":

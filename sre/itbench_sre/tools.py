@@ -19,7 +19,7 @@ from typing import Any
 
 from itbench_sre import topology
 from itbench_sre.backend import ShopBackend
-from itbench_sre.embedded import CONFIG_ENTITIES, JOB_PROGRAM, service_of
+from itbench_sre.embedded import CONFIG_ENTITIES, JOB_PROGRAM, REVISIONED, service_of
 
 from itbench import Tool, ToolError
 
@@ -224,9 +224,12 @@ class ShopTools:
                 )
         return out
 
-    def query(self, promql: str) -> list[dict[str, Any]]:
-        """Evaluate a PromQL expression now (instant query); returns series with their value."""
-        data = self.shop.prom("/api/v1/query", {"query": promql})
+    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        """Evaluate a PromQL expression (instant query) now, or at epoch seconds ``at``."""
+        params: dict[str, Any] = {"query": promql}
+        if at is not None:
+            params["time"] = f"{float(at):.3f}"
+        data = self.shop.prom("/api/v1/query", params)
         if data["resultType"] in ("scalar", "string"):
             return [{"metric": {}, "value": data["result"][1]}]
         return [{"metric": r["metric"], "value": r["value"][1]} for r in data["result"]]
@@ -315,15 +318,20 @@ class ShopTools:
         return self.shop.programs()
 
     def read_config(self, entity: str) -> dict[str, Any]:
-        """The configuration file of a service, ``redis``, ``prometheus`` or ``prometheus-rules``."""
+        """The configuration of a service, ``redis``, ``dns``, ``prometheus`` or its rules.
+
+        ``dns`` is the name registry; services and the registry come with their revisions.
+        """
         name = self._entity(entity, READABLE)
         out: dict[str, Any] = {"entity": name, "content": self.shop.read_config(name)}
-        if name in topology.BY_NAME:
+        if name in REVISIONED:
             out["revisions"] = [
                 {"revision": r["revision"], "at": r["at"], "release": r["release"]}
                 for r in self.shop.revisions(name)
             ]
-            out["available_releases"] = list(topology.BY_NAME[name].releases)
+        if name in topology.BY_NAME:
+            sdef = topology.BY_NAME[name]
+            out["available_releases"] = sorted({*sdef.releases, sdef.patch})
         return out
 
     @staticmethod
@@ -398,10 +406,10 @@ class ShopTools:
         return {"service": name, "replicas": after}
 
     def rollback(self, service: str) -> dict[str, Any]:
-        """Redeploy a service's previous revision (release and configuration) and restart it."""
+        """Redeploy the previous revision of a service (restarted) or of the registry ``dns``."""
         name = topology.canonical(service)
-        if name not in topology.BY_NAME:
-            raise ToolError(f"unknown service {service!r}")
+        if name not in REVISIONED:
+            raise ToolError(f"unknown service {service!r} (or dns)")
         before = self.shop.read_config(name)
         try:
             entry = self.shop.rollback(name)
