@@ -512,6 +512,7 @@ _register(
         summary="Deploys a configuration with a wrong PostgreSQL password: the service's "
         "database queries fail.",
         params=(Param("password", str, "shop-sandbox-pw-2", "The wrong password deployed."),),
+        observable="the service's database queries fail (password authentication failed) since its configuration changed",
     )
 )
 _register(
@@ -526,6 +527,7 @@ _register(
         lambda t, p: _set_and_restart({f"flags.{p['flag']}": False})(t, p),
         summary="Turns on a feature flag whose code path fails requests.",
         params=(Param("flag", str, "dynamic_pricing", _FLAG_MEANING, choices=_ERROR_FLAGS),),
+        observable="the service answers errors on the flag's code path since its configuration changed",
     )
 )
 _register(
@@ -725,6 +727,7 @@ _register(
             Param("pool_size", int, 1, "Connections in the pool.", minimum=1),
             Param("pool_timeout", float, 0.01, "Pool acquire timeout, seconds.", minimum=0),
         ),
+        observable="the service's database pool is always in use and requests fail waiting for a connection",
     )
 )
 _register(
@@ -753,6 +756,7 @@ _register(
                 choices=_fewer_replicas,
             ),
         ),
+        observable="fewer replicas than usual run; they shed load (503 over capacity)",
     )
 )
 _register(
@@ -935,7 +939,7 @@ _register(
         _restore,
         _same,
         lambda t, p: [
-            Check(f'max(process_open_fds{{job="{t}"}}) > 60'),
+            Check(f'max(process_open_fds{{job="{t}"}}) > 36'),
             errors_of(t),
         ],
         _flag_fix,
@@ -973,21 +977,24 @@ _register(
         lambda t: t.rsplit("-", 1)[0],
         lambda t, p: [
             Check(
+                f'sum(rate(http_requests_total{{instance="{t}",code="401"}}[{RATE}])) > 0.1 or '
                 f'sum(rate(upstream_requests_total{{instance="{t}",outcome="error"}}[{RATE}]))'
                 " > 0.1"
             )
         ],
         lambda t, p: [("restart", {"target": t})],
-        summary="The instance's clock jumps by `offset_s`: every service it calls refuses its "
-        "requests as dated outside the allowed window (until a restart re-syncs it).",
+        summary="The instance's clock jumps by `offset_s`: it refuses its callers' requests, and "
+        "the services it calls refuse its own, as dated outside the allowed window (until a "
+        "restart re-syncs it).",
         params=(
             Param(
                 "offset_s", float, 320, "Clock step, seconds (beyond the 30 s window).", minimum=31
             ),
         ),
         aliases=lambda t: [t],
-        observable="the instance's upstream calls fail with 401 (request date outside the "
-        "allowed window) while its callees serve everyone else; its log timestamps are off",
+        observable="the instance answers 401 to its callers and its own upstream calls get 401 "
+        "(request date outside the allowed window) while everything else is served; its log "
+        "timestamps are off by the step",
     )
 )
 

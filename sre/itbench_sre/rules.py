@@ -69,7 +69,7 @@ RULES: list[dict[str, object]] = [
         "expr": f'sum by (edge) (rate(mesh_connections_total{{outcome="refused"}}[{W}])) > 0',
         "for": "1s",
         "labels": {"severity": "critical", "category": "availability"},
-        "annotations": {"summary": "no backend accepts connections on {{ $labels.edge }}"},
+        "annotations": {"summary": "no backend answers on {{ $labels.edge }}"},
     },
     {
         # One symptom for every kind of exhausted resource: no alert name tells which one.
@@ -77,7 +77,7 @@ RULES: list[dict[str, object]] = [
         "expr": f"max by (job) ({SATURATION}) >= 1",
         "for": "2s",
         "labels": {"severity": "warning", "category": "saturation"},
-        "annotations": {"summary": "{{ $labels.job }} is running out of capacity"},
+        "annotations": {"summary": "{{ $labels.job }} is running out of a resource"},
     },
     {
         "alert": "InstanceRestarting",

@@ -155,7 +155,7 @@ class Stats:
     def flush(self) -> None:
         """Fold the timings into the counters every few milliseconds (detailed mode only)."""
         while True:
-            time.sleep(0.005)
+            time.sleep(0.005 if self.detailed else 0.25)
             if not self.detailed:
                 continue
             with self.timings_lock:
