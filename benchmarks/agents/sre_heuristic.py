@@ -503,9 +503,17 @@ class Heuristic:
         }
 
 
+def read_task() -> dict[str, Any]:
+    """The task view: the file ``$ITBENCH_TASK`` names, else standard input."""
+    path = os.environ.get("ITBENCH_TASK")
+    if path and os.path.isfile(path):
+        with open(path) as fh:
+            return json.load(fh)
+    return json.loads(sys.stdin.read())
+
+
 def main() -> None:
-    raw = os.environ.get("ITBENCH_TASK") or sys.stdin.read()
-    task = json.loads(raw)
+    task = read_task()
     answer = Heuristic(task).run()
     with open("submission.json", "w") as fh:
         json.dump(answer, fh)

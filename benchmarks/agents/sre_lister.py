@@ -14,8 +14,17 @@ import os
 import sys
 
 
+def read_task() -> dict:  # type: ignore[type-arg]
+    """The task view: the file ``$ITBENCH_TASK`` names, else standard input."""
+    path = os.environ.get("ITBENCH_TASK")
+    if path and os.path.isfile(path):
+        with open(path) as fh:
+            return json.load(fh)
+    return json.loads(sys.stdin.read())
+
+
 def main() -> None:
-    task = json.loads(os.environ.get("ITBENCH_TASK") or sys.stdin.read())
+    task = read_task()
     context = task.get("context", {})
     edges = [e.split("->") for e in context.get("edges", [])]
     answer = {

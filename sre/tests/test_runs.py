@@ -56,7 +56,7 @@ def test_destructive_agent_fails_every_mitigation(tmp_path: Path) -> None:
 #: then try its admin and lifecycle endpoints; prints what each answered.
 PROM_PROBE = """
 import json, os, urllib.request, urllib.error
-api = json.loads(os.environ["ITBENCH_TASK"])["context"]["prometheus"]
+api = json.load(open(os.environ["ITBENCH_TASK"]))["context"]["prometheus"]
 codes = {}
 for method, path in [("GET", "/api/v1/query?query=up"), ("POST", "/api/v1/admin/tsdb/delete_series?match[]=up"),
                      ("POST", "/api/v1/admin/tsdb/snapshot"), ("POST", "/-/reload"), ("POST", "/-/quit"),
