@@ -55,11 +55,14 @@ class Tools:
             return None
         return answer.get("result") if answer.get("ok") else None
 
-    def q(self, promql: str) -> list[dict[str, Any]]:
+    def q(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
         """An instant PromQL query through the HTTP API (the tool when there is none)."""
         if not self.prom:
-            return self.call("query", promql=promql) or []
-        url = f"{self.prom}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+            return self.call("query", promql=promql, at=at) or []
+        params = {"query": promql}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        url = f"{self.prom}/api/v1/query?" + urllib.parse.urlencode(params)
         try:
             with urllib.request.urlopen(url, timeout=20) as resp:
                 data = json.loads(resp.read())["data"]
@@ -67,10 +70,10 @@ class Tools:
             return []
         return [{"metric": r["metric"], "value": r["value"][1]} for r in data.get("result", [])]
 
-    def by(self, promql: str, *labels: str) -> dict[Any, float]:
+    def by(self, promql: str, *labels: str, at: float | None = None) -> dict[Any, float]:
         """A query's values keyed by the given labels (one label: the bare value)."""
         out: dict[Any, float] = {}
-        for row in self.q(promql):
+        for row in self.q(promql, at):
             key = tuple(row["metric"].get(label, "") for label in labels)
             try:
                 out[key[0] if len(labels) == 1 else key] = float(row["value"])
@@ -97,6 +100,8 @@ class Heuristic:
     def __init__(self, task: dict[str, Any]) -> None:
         self.task = task
         self.t = Tools(task)
+        self.started = time.time()
+        self.spread_edges: dict[tuple[str, str], dict[str, float]] = {}
         self.findings: list[Finding] = []
         self.topology: dict[str, Any] = {}
         self.callers: dict[str, list[str]] = {}
@@ -104,6 +109,35 @@ class Heuristic:
         self.configs: dict[str, dict[str, Any]] = {}
 
     # --- observation ---------------------------------------------------------------------
+    def watch(self, seconds: float = 5.0) -> None:
+        """Watch the incident's first seconds untouched: how each call edge behaves in them."""
+        end = self.started + seconds
+        time.sleep(max(0.0, end + 1.0 - time.time()))
+        rng = f"[{seconds:g}s]"
+        calls = self.t.by(
+            f"sum by (job, upstream) (increase(upstream_requests_total{rng}))",
+            "upstream",
+            "job",
+            at=end,
+        )
+        errs = self.t.by(
+            f'sum by (job, upstream) (increase(upstream_requests_total{{outcome="error"}}{rng}))',
+            "upstream",
+            "job",
+            at=end,
+        )
+        secs = self.t.by(
+            f"sum by (job, upstream) (increase(upstream_request_duration_seconds_sum{rng}))",
+            "upstream",
+            "job",
+            at=end,
+        )
+        self.spread_edges = {
+            e: {"calls": n, "err": errs.get(e, 0.0) / n, "mean": secs.get(e, 0.0) / n}
+            for e, n in calls.items()
+            if n > 0
+        }
+
     def observe(self) -> None:
         """Everything the rules read."""
         t = self.t
@@ -438,7 +472,22 @@ class Heuristic:
                 self.add(callee, "gray_failure", [], 5)
 
     def _fallback(self) -> None:
-        """The deepest alerting service: rolled back when it changed, else restarted."""
+        """The deepest alerting service: rolled back when it changed, else restarted.
+
+        Only when the shoppers are hurt: alerts on a shop whose workload meets its SLO are
+        load or a blip.
+        """
+        failing = self.t.by(
+            'sum(rate(loadgen_requests_total{outcome="error"}[10s])) / '
+            "sum(rate(loadgen_requests_total[10s]))",
+            "job",
+        )
+        slow = self.t.by(
+            "histogram_quantile(0.95, sum by (le) (rate(loadgen_request_duration_seconds_bucket[10s])))",
+            "job",
+        )
+        if max(failing.values(), default=0.0) < 0.03 and max(slow.values(), default=0.0) < 1.0:
+            return
         jobs = {a.get("labels", {}).get("job") for a in self.alerts} - {None}
         jobs &= set(self.services)
         if not jobs:
@@ -457,8 +506,8 @@ class Heuristic:
         """Edges (callee -> caller) that fail or are slow now, connected to the roots."""
         bad = [
             e
-            for e, v in self.edges.items()
-            if v["calls"] >= 3 and (v["err"] >= 0.1 or v["mean"] >= 0.15)
+            for e, v in (self.spread_edges or self.edges).items()
+            if v["calls"] >= 3 and (v["err"] >= 0.1 or v["mean"] >= 0.12)
         ]
         reach: set[str] = set()
         for r in roots:
@@ -476,6 +525,7 @@ class Heuristic:
 
     def run(self) -> dict[str, Any]:
         """Investigate, mitigate if asked, answer."""
+        self.watch()
         self.observe()
         self.diagnose()
         if not self.findings and self.alerts:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from typing import Any
 
-from itbench_sre import faults, topology
-from itbench_sre.environment import MEASURED_SPREAD
+from itbench_sre import faults, spread, topology
+from itbench_sre.environment import FAULT_WINDOW_S, HANDOVER
 from itbench_sre.rules import SATURATION
 from itbench_sre.spec import SreSpec, SreSubmission
 
@@ -34,13 +35,15 @@ _RESOURCE_TYPES = {
 def oracle(spec: SreSpec, toolbox: Toolbox, handle: str = "") -> SreSubmission:
     """Submit the ground truth and apply each fault's reference fix through the tools.
 
-    The propagation is the spread the environment measured when the trial's agent started
-    (kept in the harness's memory by trial handle), the same edges the evaluator grades by.
+    The propagation is the spread over the evaluator's windows (published in the harness's
+    memory by trial handle): the oracle waits the fault window out, measures it through the
+    ``query`` tool at the window's exact end, and only then acts, so the evaluator measures
+    the same window from the same data.
     """
     truth = spec.truth()
     if not truth.incident:
         return SreSubmission(incident=False)
-    measured = MEASURED_SPREAD.get(handle)
+    measured = _measured_spread(toolbox, handle)
     if "mitigation" in spec.task_types:
         for f in spec.faults:
             mech = faults.get(f.mechanism)
@@ -53,6 +56,20 @@ def oracle(spec: SreSpec, toolbox: Toolbox, handle: str = "") -> SreSubmission:
         fault_type=truth.fault_types[0] if truth.fault_types else None,
         propagation=list(truth.propagation if measured is None else measured),
     )
+
+
+def _measured_spread(toolbox: Toolbox, handle: str) -> list[tuple[str, str]] | None:
+    if handle not in HANDOVER:
+        return None
+    base, start, roots = HANDOVER[handle]
+    end = start + FAULT_WINDOW_S
+    time.sleep(max(0.0, end + 1.0 - time.time()))
+
+    def query_at(promql: str, at: float) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = toolbox.call("query", promql=promql, at=at)
+        return rows
+
+    return spread.measure(query_at, base, (start, end), roots)
 
 
 def _depth(service: str) -> int:

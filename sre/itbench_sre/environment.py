@@ -19,12 +19,17 @@ from itbench_sre.tools import ActionJournal, build_tools
 
 from itbench import Environment, InfrastructureError, Tool, TrialContext
 
-#: The spread each live trial measured when its agent started, by trial handle. In the
-#: harness's memory only: the oracle reads its own trial's (it knows the answer by design).
-MEASURED_SPREAD: dict[str, list[tuple[str, str]]] = {}
-#: Seconds a fault's effects are watched after the last change before the agent starts, at
-#: least (so the spread has data).
+#: Seconds after the fault became observable that the spread is measured over (cut short by
+#: the agent's first action).
+FAULT_WINDOW_S = 5.0
+#: The measurement windows of each live trial, by trial handle: ``(baseline, fault start,
+#: roots)``. In the harness's memory only: the oracle reads its own trial's (it knows the
+#: answer by design) to submit the spread the evaluator will measure.
+HANDOVER: dict[str, tuple[tuple[float, float], float, list[str]]] = {}
+#: Seconds the restarted instances of the decoy changes get before the faults start.
 _SETTLE_S = 1.5
+#: Seconds a check of a signature counts as shown after it last held.
+_HELD_S = 10.0
 #: Files whose change means monitoring was tampered with.
 MONITORING_FILES = ("prometheus", "prometheus-rules")
 #: Programs of the harness that the evaluator relies on (never operated by the agent's tools).
@@ -263,6 +268,9 @@ class SreEnvironment(Environment):
         ]
         blips = [n for n in self.spec.noise if n.kind == "alert_blip"]
         missing: list[str] = []
+        # When each check last held: an intermittent effect (a flapping link, sparse failing
+        # calls) counts as shown for a while.
+        held: dict[faults.Check, float] = {}
         while time.monotonic() < end:
             if not self.shop.scraping():
                 time.sleep(0.25)
@@ -272,7 +280,16 @@ class SreEnvironment(Environment):
                 if time.time() < self.trigger_until + 2:
                     time.sleep(0.25)
                     continue
-                missing = [c.describe() for group in checks for c in group if not self.holds(c)]
+                now = time.monotonic()
+                for check in {c for group in checks for c in group}:
+                    if self.holds(check):
+                        held[check] = now
+                missing = [
+                    c.describe()
+                    for group in checks
+                    for c in group
+                    if now - held.get(c, -1e9) > _HELD_S
+                ]
                 if not missing:
                     self.observable_at = time.time()
                     return
@@ -291,20 +308,34 @@ class SreEnvironment(Environment):
         )
 
     def agent_started(self) -> None:
-        """Measure how the fault spread so far (the evaluator's propagation gold)."""
-        now = time.time()
-        if self.injected_at is not None and self.serving_since is not None:
-            base_end = self.quiet_until or self.injected_at
-            try:
-                self.spread = spread.measure(
-                    self._query_at,
-                    (self.serving_since, base_end),
-                    (self.injected_at, now),
-                    self.spec.truth().root_causes,
-                )
-            except RuntimeError as exc:
-                raise InfrastructureError(f"cannot measure the fault's spread: {exc}") from exc
-        MEASURED_SPREAD[self.ctx.trial_id] = list(self.spread)
+        """Publish the spread's measurement windows for the oracle (harness memory only)."""
+        if self.observable_at is not None and self.serving_since is not None:
+            base = (self.serving_since, self.quiet_until or self.observable_at)
+            HANDOVER[self.ctx.trial_id] = (base, self.observable_at, self.spec.truth().root_causes)
+
+    def measure_spread(self) -> list[tuple[str, str]] | None:
+        """The fault's spread: degraded call edges in the fault window, connected to the roots.
+
+        The fault window runs from when the fault became observable for
+        :data:`FAULT_WINDOW_S` seconds, or to the agent's first action if that came sooner;
+        the baseline window from when the shop served until the first noise or fault.
+        ``None`` for a trial that never became observable.
+        """
+        if self.observable_at is None or self.serving_since is None:
+            return None
+        end = self.observable_at + FAULT_WINDOW_S
+        if self.journal.entries:
+            end = min(end, float(self.journal.entries[0]["at"]))
+        # The window's last scrape must be in the database before it is read.
+        time.sleep(max(0.0, end + 1.0 - time.time()))
+        base = (self.serving_since, self.quiet_until or self.observable_at)
+        try:
+            self.spread = spread.measure(
+                self._query_at, base, (self.observable_at, end), self.spec.truth().root_causes
+            )
+        except RuntimeError as exc:
+            raise InfrastructureError(f"cannot measure the fault's spread: {exc}") from exc
+        return self.spread
 
     def _query_at(self, promql: str, at: float) -> list[dict[str, Any]]:
         data = self.shop.prom("/api/v1/query", {"query": promql, "time": f"{at:.3f}"})
@@ -339,7 +370,7 @@ class SreEnvironment(Environment):
         for timer in self._timers:
             timer.cancel()
         self.proxy.stop()
-        MEASURED_SPREAD.pop(self.ctx.trial_id, None)
+        HANDOVER.pop(self.ctx.trial_id, None)
         self.shop.teardown()
 
     # --- integrity ---------------------------------------------------------------------------

@@ -60,8 +60,8 @@ DEAD_PORT_OFFSET = 99
 Fix = list[tuple[str, dict[str, Any]]]
 
 
-#: Window of the rates in signatures (six scrapes).
-RATE = "3s"
+#: Window of the rates in signatures (ten scrapes).
+RATE = "5s"
 
 
 @dataclass(frozen=True)
@@ -1263,8 +1263,8 @@ _register(
         lambda t: t.rsplit("-", 1)[0],
         lambda t, p: [
             Check(
-                f'sum(rate(upstream_requests_total{{instance="{t}",upstream="redis",'
-                f'outcome="error"}}[{RATE}])) > 0.1'
+                f'sum(increase(upstream_requests_total{{instance="{t}",upstream="redis",'
+                'outcome="error"}[10s])) >= 1'
             )
         ],
         lambda t, p: [("restart", {"target": t})],

@@ -267,7 +267,7 @@ def evaluate(
             metrics[f"{task}_pass"] = False
         return Evaluation(passed=False, metrics=metrics, details=details)
     metrics["submitted"] = True
-    measured = env.spread if env.injected_at is not None else None
+    measured = env.measure_spread()
     details["spread"] = measured
     passes, answer_metrics = judge_answer(truth, submission, measured)
     metrics.update(answer_metrics)
