@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from itbench_sre import agents, reference, scoring, topology
-from itbench_sre.embedded import recorded_shared, sweep
+from itbench_sre.embedded import recorded_shared, sweep, unmount_under
 from itbench_sre.environment import SreEnvironment, trial_root
 from itbench_sre.spec import TASK_TYPES, SreSpec, SreSubmission
 
@@ -89,3 +89,4 @@ class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
             stop_group(int((root / PID_DIR / "supervisord.pid").read_text()))
         stop_recorded(root)
         sweep(root, recorded_shared(root))
+        unmount_under(root)

@@ -6,8 +6,10 @@ import base64
 import contextlib
 import json
 import logging
+import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 import urllib.parse
@@ -82,6 +84,8 @@ class EmbeddedShop(ShopBackend):
         self.sup = Supervisor(self.ctl / "supervisor.sock")  # moved to a short path in deploy()
         self._torn_down = False
         self.certs: dict[str, str] = {}
+        #: Whether the data volume is a small file system of its own (needs root).
+        self.data_quota = False
         self._cert_files: dict[str, str] = {}
 
     # --- ports -------------------------------------------------------------------------
@@ -378,6 +382,7 @@ class EmbeddedShop(ShopBackend):
         self.root.chmod(0o700)
         for d in (self.shop, self.ctl / "supervisor", self.ctl / "tsdb"):
             d.mkdir(parents=True, exist_ok=True)
+        self.data_quota = _mount_data_volume(self.shop / "data")
         self.ctl.chmod(0o700)
         shared = pgtemplate.shared_root() / f"env-{uuid.uuid4().hex[:12]}"
         shared.mkdir(mode=0o755)
@@ -515,6 +520,7 @@ class EmbeddedShop(ShopBackend):
         if self.supervisord is not None:
             self.supervisord.stop(timeout=8)
         sweep(self.root, self.shared)
+        unmount_under(self.root)
 
     def release_held(self) -> None:
         """Close the datastore connections the harness holds for a fault."""
@@ -865,6 +871,36 @@ def _tail(path: Path, max_lines: int) -> list[str]:
     if size > max_lines * 220 and lines:
         lines = lines[1:]
     return lines[-max_lines:]
+
+
+#: Size of each environment's data volume (receipts, audit trails, dumps).
+DATA_VOLUME = "4m"
+
+
+def _mount_data_volume(path: Path) -> bool:
+    """Mount a small tmpfs on ``path`` (a file system with a quota); ``False`` without root."""
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        return False
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DATA_VOLUME},mode=0755", "tmpfs", str(path)],
+        capture_output=True,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+def unmount_under(root: Path) -> None:
+    """Unmount every file system mounted under ``root`` (a path the harness holds)."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return
+    prefix = str(root.resolve()) + "/"
+    for line in mounts:
+        parts = line.split()
+        if len(parts) > 1 and parts[1].startswith(prefix):
+            subprocess.run(["umount", "-l", parts[1]], capture_output=True, check=False)
 
 
 def sweep(root: Path, shared: Path | None) -> list[int]:

@@ -9,6 +9,7 @@ a target and parameters. Nothing here is visible to the agent.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 from itbench_sre import topology
 from itbench_sre.backend import ChangeSet
 from itbench_sre.embedded import JOB_PROGRAM, EmbeddedShop
+
+from itbench import InfrastructureError
 
 #: Fault types an agent may name (the vocabulary is public; which one applies is not).
 FAULT_TYPES = (
@@ -52,6 +55,7 @@ FAULT_TYPES = (
     "dns_misconfiguration",
     "partial_failure",
     "disk_full",
+    "cascading_timeout",
 )
 
 #: A closed port inside every environment's block (nothing listens there).
@@ -1274,6 +1278,61 @@ _register(
         aliases=lambda t: [t],
         observable="one replica of the service fails its Redis calls (authentication required) "
         "while the other serves; the service's error rate is about half its traffic",
+    )
+)
+
+
+def _fill(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    """A crash dump left on the data volume, as large as the space left."""
+    if not shop.data_quota:
+        raise InfrastructureError("a full disk needs the data volume's quota (run as root)")
+    data = shop.shop / "data"
+    st = os.statvfs(data)
+    size = max(0, st.f_bavail * st.f_frsize - 2048)
+    dump = data / f"{target}-0" / "core.1.dump"
+    return ChangeSet(
+        commands=[["mkdir", "-p", str(dump.parent)], ["fallocate", "-l", str(size), str(dump)]]
+    )
+
+
+def _unfill(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    return ChangeSet(
+        commands=[["rm", "-f", str(shop.shop / "data" / f"{target}-0" / "core.1.dump")]]
+    )
+
+
+_register(
+    Mechanism(
+        "disk_full",
+        "disk_full",
+        ("checkout",),
+        _fill,
+        _unfill,
+        _same,
+        lambda t, p: [Check(f'min(disk_free_bytes{{job="{t}"}}) < 65536'), errors_of(t, 0.05)],
+        lambda t, p: [("restart", {"target": t})],
+        summary="A crash dump fills the shop's data volume: the service cannot write its order "
+        "receipts (no space left on device) until its restart removes the stale dump.",
+        observable="the data volume's free space is near zero and the service's writes fail "
+        "with `No space left on device`",
+    )
+)
+_register(
+    Mechanism(
+        "cascading_timeout",
+        "cascading_timeout",
+        ("currency",),
+        _config_change(_new_release),
+        _restore,
+        _same,
+        lambda t, p: [upstream_slow("payment", t, 0.4)],
+        _rollback,
+        summary="Deploys the service's newest release, which answers in most of a second: "
+        "below its own latency alert, but its callers' chained calls exceed their callers' "
+        "timeouts, which fail and retry up the chain.",
+        observable="the deepest service is slower (within its own alert), its callers slower "
+        "still, and the callers at the top of the chain time out; the alerts fire above the "
+        "cause",
     )
 )
 

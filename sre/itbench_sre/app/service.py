@@ -37,6 +37,8 @@ POOL_IN_USE = Gauge("pool_connections_in_use", "Datastore connections in use")
 POOL_MAX = Gauge("pool_connections_max", "Datastore pool size")
 QUEUE_DEPTH = Gauge("queue_depth", "Messages waiting in the order queue")
 QUEUE_PROCESSED = Gauge("queue_last_processed_timestamp", "When a message was last handled")
+DISK_FREE = Gauge("disk_free_bytes", "Free space of the data volume")
+DISK_SIZE = Gauge("disk_size_bytes", "Size of the data volume")
 
 
 class HttpError(Exception):
@@ -354,10 +356,22 @@ class Shop:
             (user, int(conv["amount"]), int(ship["cost"])),
         )
         order = rows[0][0]
+        self._receipt(order, user, int(conv["amount"]))
         depth = _redis_call(self.redis.rpush, "orders", json.dumps({"order": order, "user": user}))
         QUEUE_DEPTH.set(int(depth))
         rt.call("cart", "DELETE", f"/cart/{user}")
         return {"order": order, "payment": pay.get("id")}
+
+    def _receipt(self, order: int, user: str, amount: int) -> None:
+        """Keep the order's receipt on the data volume."""
+        receipts = self.rt.env_dir / "data" / "receipts"
+        try:
+            receipts.mkdir(parents=True, exist_ok=True)
+            (receipts / f"{order}.json").write_text(
+                json.dumps({"order": order, "user": user, "amount": amount})
+            )
+        except OSError as exc:
+            raise HttpError(500, f"receipt: {type(exc).__name__}: {exc}") from None
 
     # --- payment --------------------------------------------------------------------
     def r_payment(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
@@ -384,6 +398,9 @@ class Shop:
         rate = {"EUR": 0.92, "USD": 1.0, "GBP": 0.79}.get(q.get("to", "USD"), 1.0)
         if self.flags.get("precise_rounding"):
             _burn(0.2)
+        if self.release >= "5.1.0":
+            # The next release refreshes its rates from the reference table on every call.
+            time.sleep(0.7)
         return {"amount": int(amount * rate)}
 
     # --- notification (HTTP side) -----------------------------------------------------
@@ -535,6 +552,25 @@ def _validate(cfg: dict[str, Any], path: Path) -> None:
             raise SystemExit(f"{path}: timeouts.{name} must be a positive number")
 
 
+def _data_volume(rt: Runtime) -> None:
+    """Remove this instance's stale crash dumps and export the data volume's space."""
+    mine = rt.env_dir / "data" / rt.instance
+    for dump in mine.glob("*.dump") if mine.is_dir() else ():
+        with contextlib.suppress(OSError):
+            dump.unlink()
+    data = rt.env_dir / "data"
+
+    def stat(field: str) -> float:
+        try:
+            st = os.statvfs(data)
+        except OSError:
+            return 0.0
+        return float(getattr(st, field) * st.f_frsize)
+
+    DISK_FREE.set_function(lambda: stat("f_bavail"))
+    DISK_SIZE.set_function(lambda: stat("f_blocks"))
+
+
 def _memory_watch(rt: Runtime) -> None:
     limit = rt.config.get("memory_limit_mb")
     if not limit:
@@ -576,6 +612,7 @@ def main(argv: list[str] | None = None) -> None:
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(int(files), hard), hard))
     rt = Runtime(cfg["service"], instance, cfg, env_dir())
+    _data_volume(rt)
     shop = Shop(rt)
     server = ThreadingHTTPServer(("127.0.0.1", port), _handler(rt, shop))
     server.daemon_threads = True
