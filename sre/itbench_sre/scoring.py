@@ -68,7 +68,7 @@ def _matches(gold: Claim, claims: set[Claim]) -> set[Claim]:
     if gold in claims:
         return {gold}
     if gold[0] == "link":
-        ends = {("entity", gold[1]), ("entity", gold[2])}
+        ends: set[Claim] = {("entity", gold[1]), ("entity", gold[2])}
         if ends <= claims:
             return ends
     return set()

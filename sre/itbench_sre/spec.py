@@ -159,7 +159,9 @@ class FaultSpec(BaseModel):
         """The targets a trial may get."""
         return [self.target] if self.target is not None else list(self.targets)
 
-    def concrete(self, rng: random.Random, avoid: set[str] = frozenset()) -> FaultSpec:
+    def concrete(
+        self, rng: random.Random, avoid: frozenset[str] | set[str] = frozenset()
+    ) -> FaultSpec:
         """This fault with its target and drawn parameters chosen (``avoid``: taken targets)."""
         options = [t for t in self.declared if t not in avoid] or self.declared
         target = rng.choice(options)
