@@ -43,7 +43,7 @@ def oracle(spec: SreSpec, toolbox: Toolbox, handle: str = "") -> SreSubmission:
     truth = spec.truth()
     if not truth.incident:
         return SreSubmission(incident=False)
-    measured = _measured_spread(toolbox, handle)
+    measured = _measured_spread(toolbox, handle, truth.root_causes)
     if "mitigation" in spec.task_types:
         for f in spec.faults:
             mech = faults.get(f.mechanism)
@@ -58,10 +58,12 @@ def oracle(spec: SreSpec, toolbox: Toolbox, handle: str = "") -> SreSubmission:
     )
 
 
-def _measured_spread(toolbox: Toolbox, handle: str) -> list[tuple[str, str]] | None:
+def _measured_spread(
+    toolbox: Toolbox, handle: str, roots: list[str]
+) -> list[tuple[str, str]] | None:
     if handle not in HANDOVER:
         return None
-    base, start, roots = HANDOVER[handle]
+    base, start = HANDOVER[handle]
     end = start + FAULT_WINDOW_S
     time.sleep(max(0.0, end + 1.0 - time.time()))
 

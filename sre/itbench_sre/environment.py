@@ -22,10 +22,10 @@ from itbench import Environment, InfrastructureError, Tool, TrialContext
 #: Seconds after the fault became observable that the spread is measured over (cut short by
 #: the agent's first action).
 FAULT_WINDOW_S = 5.0
-#: The measurement windows of each live trial, by trial handle: ``(baseline, fault start,
-#: roots)``. In the harness's memory only: the oracle reads its own trial's (it knows the
-#: answer by design) to submit the spread the evaluator will measure.
-HANDOVER: dict[str, tuple[tuple[float, float], float, list[str]]] = {}
+#: The measurement windows of each live trial, by trial handle: ``(baseline, fault start)``.
+#: In the harness's memory only: the oracle reads its own trial's to submit the spread the
+#: evaluator will measure.
+HANDOVER: dict[str, tuple[tuple[float, float], float]] = {}
 #: Seconds the restarted instances of the decoy changes get before the faults start.
 _SETTLE_S = 1.5
 #: Seconds a check of a signature counts as shown after it last held.
@@ -311,7 +311,7 @@ class SreEnvironment(Environment):
         """Publish the spread's measurement windows for the oracle (harness memory only)."""
         if self.observable_at is not None and self.serving_since is not None:
             base = (self.serving_since, self.quiet_until or self.observable_at)
-            HANDOVER[self.ctx.trial_id] = (base, self.observable_at, self.spec.truth().root_causes)
+            HANDOVER[self.ctx.trial_id] = (base, self.observable_at)
 
     def measure_spread(self) -> list[tuple[str, str]] | None:
         """The fault's spread: degraded call edges in the fault window, connected to the roots.

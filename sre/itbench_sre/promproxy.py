@@ -2,14 +2,16 @@
 
 A thread of the harness relays the query endpoints standard PromQL clients use to the
 environment's Prometheus and refuses everything else: the admin API (``/api/v1/admin/...``),
-the lifecycle endpoints (``/-/reload``, ``/-/quit``), and the status pages that describe the
-server's own files and flags (Prometheus runs with neither the admin API nor the lifecycle
+the lifecycle endpoints (``/-/reload``, ``/-/quit``), and the status and target pages that
+describe the server's own files and flags; the rules it serves without their file paths
+(Prometheus runs with neither the admin API nor the lifecycle
 endpoints enabled, so they are refused twice). Requests are capped in size and concurrency.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import threading
 import urllib.error
@@ -20,10 +22,21 @@ from typing import Any
 #: Paths a client may read (GET, or POST with form-encoded parameters where the API allows).
 ALLOWED = re.compile(
     r"/api/v1/(query|query_range|query_exemplars|series|labels|label/[^/]+/values|metadata|"
-    r"targets|targets/metadata|alerts|rules|format_query|status/buildinfo)"
+    r"targets/metadata|alerts|rules|format_query|status/buildinfo)"
 )
 MAX_BODY = 64 * 1024
 MAX_CONCURRENT = 16
+
+
+def _without_files(data: bytes) -> bytes:
+    """The rules answer without the rule files' paths (they name the harness's directories)."""
+    try:
+        body = json.loads(data)
+        for group in body.get("data", {}).get("groups", []):
+            group.pop("file", None)
+        return json.dumps(body).encode()
+    except (ValueError, AttributeError):
+        return b'{"status":"error","error":"unreadable answer"}'
 
 
 class PrometheusProxy:
@@ -110,6 +123,8 @@ class PrometheusProxy:
                         return
                 finally:
                     proxy._slots.release()
+                if path == "/api/v1/rules" and status == 200:
+                    data = _without_files(data)
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

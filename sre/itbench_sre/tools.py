@@ -9,7 +9,9 @@ reverts the most recent action that has not been undone yet.
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -452,6 +454,8 @@ class ShopTools:
             new = str(content)
         if name == "redis":
             self._check_redis(new)
+        else:
+            _check_addresses(name, new)
         self.shop.write_config(name, new)
         self.shop.record_config(name)
         self.journal.record(
@@ -484,6 +488,47 @@ class ShopTools:
         entry["undone"] = True
         self.journal.record("undo", {"of": entry["index"]}, None, None, None)
         return {"undone": entry["index"], "tool": entry["tool"], "args": entry["args"]}
+
+
+_NAME = re.compile(r"[a-z][a-z0-9-]*\.svc")
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_addresses(entity: str, content: str) -> None:
+    """Refuse a configuration that sends the shop's traffic off this machine.
+
+    Registry records must name loopback addresses; service upstreams must be registry names
+    or loopback addresses.
+    """
+    try:
+        doc = json.loads(content)
+    except ValueError:
+        return  # the service itself refuses an unreadable configuration
+    if not isinstance(doc, dict):
+        return
+    if entity == topology.DNS:
+        records = doc.get("records", {})
+        for name, address in records.items() if isinstance(records, dict) else ():
+            if not _NAME.fullmatch(str(name)) or not _loopback(str(address)):
+                raise ToolError(
+                    f"dns record {name!r} -> {address!r}: names end in .svc and addresses are "
+                    "loopback (127.0.0.0/8)"
+                )
+        return
+    upstreams = doc.get("upstreams", {})
+    for name, address in upstreams.items() if isinstance(upstreams, dict) else ():
+        host = str(address).rpartition(":")[0]
+        if not (_NAME.fullmatch(host) or _loopback(host)):
+            raise ToolError(
+                f"upstream {name!r} -> {address!r}: an address is a registry name (NAME.svc) or "
+                "a loopback address, with a port"
+            )
 
 
 def _directives(text: str) -> dict[str, str]:

@@ -40,7 +40,6 @@ LEAK_CHECKED = ["sre/hung-process", "sre/pg-slow-query", "sre/edge-reset"]
 PROM_PATHS = (
     "/api/v1/rules",
     "/api/v1/alerts",
-    "/api/v1/targets",
     "/api/v1/targets/metadata",
     "/api/v1/metadata",
     "/api/v1/label/__name__/values",

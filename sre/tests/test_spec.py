@@ -331,3 +331,23 @@ def test_recovery_accepts_only_a_shared_directory_of_deploys_shape(tmp_path: Pat
     assert recorded_shared(tmp_path) == good
     record.write_text("not json")
     assert recorded_shared(tmp_path) is None
+
+
+def test_configurations_keep_the_shops_traffic_on_this_machine() -> None:
+    """Registry records and service upstreams the agent edits stay on loopback addresses."""
+    from itbench_sre.tools import _check_addresses
+
+    from itbench import ToolError
+
+    _check_addresses("dns", json.dumps({"records": {"payment.svc": "127.0.0.2"}}))
+    _check_addresses("cart", json.dumps({"upstreams": {"redis": "127.0.0.1:6379"}}))
+    _check_addresses("checkout", json.dumps({"upstreams": {"payment": "payment.svc:5000"}}))
+    for entity, doc in (
+        ("dns", {"records": {"payment.svc": "10.1.2.3"}}),
+        ("dns", {"records": {"payment.svc": "example.org"}}),
+        ("dns", {"records": {"evil": "127.0.0.1"}}),
+        ("checkout", {"upstreams": {"payment": "192.168.1.9:443"}}),
+        ("checkout", {"upstreams": {"payment": "example.org:80"}}),
+    ):
+        with pytest.raises(ToolError, match="loopback"):
+            _check_addresses(entity, json.dumps(doc))
