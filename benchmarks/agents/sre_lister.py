@@ -10,17 +10,8 @@ cannot tell from incidents (it always answers "incident"). Standard library only
 from __future__ import annotations
 
 import json
-import os
-import sys
 
-
-def read_task() -> dict:  # type: ignore[type-arg]
-    """The task view: the file ``$ITBENCH_TASK`` names, else standard input."""
-    path = os.environ.get("ITBENCH_TASK")
-    if path and os.path.isfile(path):
-        with open(path) as fh:
-            return json.load(fh)
-    return json.loads(sys.stdin.read())
+from sre_heuristic import read_task  # the program's own directory is on the path
 
 
 def main() -> None:

@@ -847,20 +847,6 @@ _register(
 # --- resource leaks, hangs, time, traffic, queues, schema, replicas, names -------------------
 
 
-def _flag_choices(kind: str) -> Callable[[str], tuple[str, ...]]:
-    flags = {
-        "leak_fds": "audit_trail",
-        "leak_threads": "background_refresh",
-        "leak_sessions": "statement_cache",
-    }
-
-    def choices(target: str) -> tuple[str, ...]:
-        flag = flags[kind]
-        return (flag,) if flag in topology.FLAGS.get(target, ()) else ()
-
-    return choices
-
-
 def _flag_fix(target: str, params: dict[str, Any]) -> Fix:
     return _set_and_restart({f"flags.{params['flag']}": False})(target, params)
 
@@ -891,75 +877,57 @@ _register(
         "pile up and its request rate drops to zero; callers time out",
     )
 )
-_register(
-    Mechanism(
-        "fd_leak",
-        "fd_leak",
-        _targets_with("audit_trail"),
+
+
+def _flag_leak(
+    name: str, flag: str, signature: Callable[[str], list[Check]], summary: str, observable: str
+) -> Mechanism:
+    """A leak that a flag turns on (its fix: the flag off and a restart)."""
+    return Mechanism(
+        name,
+        name,
+        _targets_with(flag),
         _config_change(_flag_on),
         _restore,
         _same,
-        lambda t, p: [Check(f'max(process_open_fds{{job="{t}"}} / process_max_fds) > 0.6')],
+        lambda t, p: signature(t),
         _flag_fix,
-        summary="Turns on an audit trail that opens files per request and never closes them: "
-        "the service runs out of file descriptors.",
-        params=(
-            Param("flag", str, "audit_trail", _FLAG_MEANING, choices=_flag_choices("leak_fds")),
-        ),
-        observable="the service's open file descriptors climb to its limit; then it fails to "
-        "accept connections and to reach its datastores",
+        summary=summary,
+        params=(Param("flag", str, flag, _FLAG_MEANING, choices=lambda t: (flag,)),),
+        observable=observable,
+    )
+
+
+_register(
+    _flag_leak(
+        "fd_leak",
+        "audit_trail",
+        lambda t: [Check(f'max(process_open_fds{{job="{t}"}} / process_max_fds) > 0.6')],
+        "Turns on an audit trail that opens files per request and never closes them: the "
+        "service runs out of file descriptors.",
+        "the service's open file descriptors climb to its limit; then it fails to accept "
+        "connections and to reach its datastores",
     )
 )
 _register(
-    Mechanism(
+    _flag_leak(
         "thread_leak",
-        "thread_leak",
-        _targets_with("background_refresh"),
-        _config_change(_flag_on),
-        _restore,
-        _same,
-        lambda t, p: [Check(f'max(process_threads{{job="{t}"}}) > 120')],
-        _flag_fix,
-        summary="Turns on a background refresh that starts a thread per request and never ends "
-        "it: threads pile up and compete for the interpreter.",
-        params=(
-            Param(
-                "flag",
-                str,
-                "background_refresh",
-                _FLAG_MEANING,
-                choices=_flag_choices("leak_threads"),
-            ),
-        ),
-        observable="the service's thread count climbs without bound; its CPU and latency rise",
+        "background_refresh",
+        lambda t: [Check(f'max(process_threads{{job="{t}"}}) > 120')],
+        "Turns on a background refresh that starts a thread per request and never ends it: "
+        "threads pile up and compete for the interpreter.",
+        "the service's thread count climbs without bound; its CPU and latency rise",
     )
 )
 _register(
-    Mechanism(
+    _flag_leak(
         "connection_leak",
-        "connection_leak",
-        _targets_with("statement_cache"),
-        _config_change(_flag_on),
-        _restore,
-        _same,
-        lambda t, p: [
-            Check(f'max(process_open_fds{{job="{t}"}}) > 36'),
-            errors_of(t),
-        ],
-        _flag_fix,
-        summary="Turns on a statement cache that opens a database session per request and "
-        "keeps it: PostgreSQL runs out of connection slots for every client.",
-        params=(
-            Param(
-                "flag",
-                str,
-                "statement_cache",
-                _FLAG_MEANING,
-                choices=_flag_choices("leak_sessions"),
-            ),
-        ),
-        observable="the leaking service's open descriptors (its sessions) grow; every database "
-        "client then fails to connect (too many clients)",
+        "statement_cache",
+        lambda t: [Check(f'max(process_open_fds{{job="{t}"}}) > 36'), errors_of(t)],
+        "Turns on a statement cache that opens a database session per request and keeps it: "
+        "PostgreSQL runs out of connection slots for every client.",
+        "the leaking service's open descriptors (its sessions) grow; every database client "
+        "then fails to connect (too many clients)",
     )
 )
 

@@ -83,14 +83,18 @@ class PrometheusProxy:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 return
 
-            def _refuse(self, status: int, why: str) -> None:
-                data = f'{{"status":"error","errorType":"forbidden","error":"{why}"}}'.encode()
+            def _send(self, status: int, data: bytes) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 with contextlib.suppress(OSError):
                     self.wfile.write(data)
+
+            def _refuse(self, status: int, why: str) -> None:
+                self._send(
+                    status, f'{{"status":"error","errorType":"forbidden","error":"{why}"}}'.encode()
+                )
 
             def _relay(self, method: str) -> None:
                 path = self.path.split("?", 1)[0]
@@ -125,12 +129,7 @@ class PrometheusProxy:
                     proxy._slots.release()
                 if path == "/api/v1/rules" and status == 200:
                     data = _without_files(data)
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                with contextlib.suppress(OSError):
-                    self.wfile.write(data)
+                self._send(status, data)
 
             def do_GET(self) -> None:  # noqa: N802
                 self._relay("GET")
