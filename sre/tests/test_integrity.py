@@ -97,7 +97,7 @@ class Reader(Agent):
 
 
 def _forbidden(spec: SreSpec) -> list[str]:
-    words = {spec.id, spec.id.split("/", 1)[1], spec.title, "itbench", "fault", "inject"}
+    words = {spec.id, spec.id.split("/", 1)[1], spec.title}
     for f in spec.faults:
         m = f.mechanism
         words |= {m, m.replace("_", "-"), m.replace("_", " ")}
