@@ -1212,7 +1212,13 @@ def _rotate(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSe
         files.append((service, _dump(cfg)))
         signals += [(i, "TERM") for i in _running_instances(service) if i != target]
     return ChangeSet(
-        redis_commands=[["CONFIG", "SET", "requirepass", secret]], files=files, signals=signals
+        # Sessions opened before the rotation stay authenticated until they are dropped.
+        redis_commands=[
+            ["CONFIG", "SET", "requirepass", secret],
+            ["-a", secret, "--no-auth-warning", "CLIENT", "KILL", "TYPE", "normal"],
+        ],
+        files=files,
+        signals=signals,
     )
 
 
