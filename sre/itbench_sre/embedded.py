@@ -564,6 +564,7 @@ class EmbeddedShop(ShopBackend):
                 "redis_commands": changes.redis_commands,
                 "redis_port": self.port(topology.REDIS),
                 "sql": changes.sql,
+                "commands": changes.commands,
                 "pg_port": self.port(topology.POSTGRES),
                 "pg_database": pgtemplate.DB_NAME,
                 "supervisor_conf": str(self.ctl / "supervisord.conf"),
