@@ -343,7 +343,7 @@ class EmbeddedShop(ShopBackend):
                     f"127.0.0.1:{self.instance_port(i)}" for i in topology.instances("frontend")
                 ],
                 "rate": self.workload_rate,
-                "workers": 8,
+                "workers": 4,
                 "timeout": 3.0,
                 "outcomes": str(self.ctl / "outcomes.jsonl"),
             }
