@@ -96,11 +96,11 @@ def errors_of(job: str, at_least: int = 3) -> Check:
     )
 
 
-def upstream_errors(job: str, upstream: str, per_s: float = 0.1) -> Check:
-    """Calls of ``job`` to ``upstream`` fail."""
+def upstream_errors(job: str, upstream: str, at_least: int = 2) -> Check:
+    """Calls of ``job`` to ``upstream`` failed recently."""
     return Check(
-        f'sum(rate(upstream_requests_total{{job="{job}",upstream="{upstream}",outcome="error"}}'
-        f"[{RATE}])) > {per_s}"
+        f'sum(increase(upstream_requests_total{{job="{job}",upstream="{upstream}",outcome="error"}}'
+        f"[10s])) >= {at_least}"
     )
 
 
@@ -1177,7 +1177,7 @@ _register(
         _dns,
         _undns,
         _same,
-        lambda t, p: [upstream_errors(c, p["name"], 0.05) for c in _callers(p["name"])[:1]],
+        lambda t, p: [upstream_errors(c, p["name"]) for c in _callers(p["name"])[:1]],
         lambda t, p: [("rollback", {"service": topology.DNS})],
         summary="A change of the name registry drops a service's record or points it at a "
         "wrong address: its callers cannot reach it.",
