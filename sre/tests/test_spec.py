@@ -351,3 +351,22 @@ def test_configurations_keep_the_shops_traffic_on_this_machine() -> None:
     ):
         with pytest.raises(ToolError, match="loopback"):
             _check_addresses(entity, json.dumps(doc))
+
+
+def test_readme_gives_every_mechanisms_observable_signature() -> None:
+    """sre/README.md has a row per mechanism with its signature and readiness check.
+
+    The check is the first target's, with default parameters (or the first valid value).
+    """
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for mech in faults.MECHANISMS.values():
+        row = next((ln for ln in readme.splitlines() if ln.startswith(f"| `{mech.name}` |")), "")
+        assert mech.observable in row, mech.name
+        target = mech.targets[0]
+        params = dict(mech.defaults)
+        for p in mech.params:
+            valid = p.choices(target) if p.choices else ()
+            if valid and params[p.name] not in valid:
+                params[p.name] = valid[0]
+        checks = mech.signature(target, params)
+        assert all(c.describe().replace("|", "\\|") in row for c in checks), mech.name
