@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import tempfile
 import time
 from collections import defaultdict
@@ -61,7 +62,12 @@ def rates(agent: str, results: list[TrialResult]) -> tuple[str, dict[str, str]]:
     return overall, {m: f"{sum(v)}/{len(v)}" for m, v in sorted(per.items())}
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # the runner tears the environments in flight down
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--agents", default="baseline,heuristic,constant,lister")
     parser.add_argument("--scenarios", default="sre/*")

@@ -15,7 +15,7 @@ from itbench_sre.embedded import HARNESS_RECORD, recorded_shared
 from itbench_sre.pgtemplate import shared_root
 from itbench_sre.rules import RULES
 from itbench_sre.scoring import judge_answer
-from itbench_sre.spec import NOISE_KINDS, TASK_TYPES, FaultSpec, NoiseKind, SreSpec
+from itbench_sre.spec import NOISE_KINDS, TASK_TYPES, FaultSpec, NoiseKind, SreSpec, SreSubmission
 from pydantic import ValidationError
 
 from itbench.catalog import Catalog
@@ -370,3 +370,23 @@ def test_readme_gives_every_mechanisms_observable_signature() -> None:
                 params[p.name] = valid[0]
         checks = mech.signature(target, params)
         assert all(c.describe().replace("|", "\\|") in row for c in checks), mech.name
+
+
+def test_listing_every_entity_and_edge_passes_nothing(catalog: Catalog) -> None:
+    """The lister's answer (every entity and edge, both directions) fails every problem."""
+    edges = [(a, b) for a, b in topology.edges()]
+    answer = SreSubmission(
+        incident=True,
+        root_causes=[*topology.entities(), *(topology.edge_name(a, b) for a, b in edges)],
+        fault_type=faults.FAULT_TYPES[0],
+        propagation=[(b, a) for a, b in edges] + edges,
+    )
+    for spec in catalog.scenarios.values():
+        assert isinstance(spec, SreSpec)
+        for drawn in _draws(spec, 4):
+            truth = drawn.truth()
+            passes, metrics = judge_answer(truth, answer)
+            asked = [t for t in spec.task_types if t != "mitigation"]
+            assert not all(passes[t] for t in asked), spec.id
+            if truth.incident:
+                assert metrics["loc_score"] < 0.1 and not passes["localization"], spec.id
