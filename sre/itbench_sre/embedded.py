@@ -496,11 +496,11 @@ class EmbeddedShop(ShopBackend):
         want = sum(s.replicas for s in topology.SERVICES) + 2
         return bool(up.get("result")) and float(up["result"][0]["value"][1]) >= want
 
-    def prom_ready(self) -> bool:
-        """Whether Prometheus answers its readiness endpoint within a second."""
+    def prom_ready(self, timeout: float = 1.0) -> bool:
+        """Whether Prometheus answers its readiness endpoint within ``timeout`` seconds."""
         try:
             with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.port(topology.PROMETHEUS)}/-/ready", timeout=1
+                f"http://127.0.0.1:{self.port(topology.PROMETHEUS)}/-/ready", timeout=timeout
             ) as resp:
                 return bool(resp.status == 200)
         except OSError:

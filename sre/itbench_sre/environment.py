@@ -421,7 +421,9 @@ class SreEnvironment(Environment):
                 problems.append(f"{name} was replaced (pid {before and before[0]} -> {after[0]})")
         if now.get("supervisord") is not None and not self.shop.sup.alive():
             problems.append("supervisord does not answer")
-        if now.get("prometheus") is not None and not self.shop.prom_ready():
+        if now.get("prometheus") is not None and not any(
+            self.shop.prom_ready(timeout=5) for _ in range(3)
+        ):
             problems.append("prometheus does not answer")
         return problems
 

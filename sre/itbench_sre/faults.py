@@ -1266,9 +1266,9 @@ def _fill(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
     st = os.statvfs(data)
     size = max(0, st.f_bavail * st.f_frsize - 2048)
     dump = data / f"{target}-0" / "core.1.dump"
-    return ChangeSet(
-        commands=[["mkdir", "-p", str(dump.parent)], ["fallocate", "-l", str(size), str(dump)]]
-    )
+    # The shop keeps writing meanwhile: a smaller dump if the first does not fit.
+    fill = f"fallocate -l {size} {dump} || fallocate -l {max(0, size - 32768)} {dump}"
+    return ChangeSet(commands=[["mkdir", "-p", str(dump.parent)], ["sh", "-c", fill]])
 
 
 def _unfill(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
