@@ -165,7 +165,7 @@ def test_hung_instance_sleeps_and_does_not_answer(
         assert psutil.Process(proc["pid"]).status() != psutil.STATUS_STOPPED
         port = env.shop.instance_port("currency-0")
         with pytest.raises(OSError):
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1.5)
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/convert?amount=5", timeout=1.5)
         metrics = _answers(f"http://127.0.0.1:{port}/metrics")
         assert metrics is (mechanism == "deadlock")
         time.sleep(2)
@@ -174,8 +174,8 @@ def test_hung_instance_sleeps_and_does_not_answer(
             psutil.Process(proc["pid"]).create_time(),
         )
         box.call("restart", target="currency-0")
-        assert _wait(lambda: _answers(f"http://127.0.0.1:{port}/health"), 10)
-        assert _wait(lambda: not env.firing(), 30), env.firing()
+        assert _wait(lambda: _answers(f"http://127.0.0.1:{port}/convert?amount=5"), 10)
+        assert _wait(lambda: not env.firing(), 60), env.firing()
 
 
 def _answers(url: str) -> bool:
