@@ -7,7 +7,8 @@ is compared with the fault window. An edge ``(upstream, caller)`` degraded when,
 window, the caller made at least :data:`MIN_CALLS` calls to the upstream and
 
 - their error ratio is at least :data:`ERROR_RATIO` and exceeds the baseline's by as much, or
-- their mean latency is at least twice the baseline's and :data:`LATENCY_S` seconds above it.
+- their mean latency is at least :data:`LATENCY_FACTOR` times the baseline's and
+  :data:`LATENCY_S` seconds above it.
 
 Only degraded edges connected to a root cause (through other degraded edges, in either
 direction) are the fault's spread: a blip elsewhere is not.
@@ -24,8 +25,11 @@ from itbench_sre import topology
 MIN_CALLS = 3
 #: Error ratio (and rise over the baseline) that makes an edge degraded.
 ERROR_RATIO = 0.1
-#: Rise of the mean latency, seconds, that (with a doubling) makes an edge degraded.
-LATENCY_S = 0.1
+#: Rise of the mean latency, seconds, that (with the factor) makes an edge degraded.
+LATENCY_S = 0.15
+#: Factor over the baseline's mean latency that (with the rise) makes an edge degraded: a
+#: loaded machine slows every edge a little, a fault one edge a lot.
+LATENCY_FACTOR = 3.0
 
 #: ``(promql, at_epoch_seconds) -> [{"metric": {...}, "value": "..."}]``.
 Query = Callable[[str, float], list[dict[str, Any]]]
@@ -81,7 +85,8 @@ def degraded(
             and now["error_ratio"] - before["error_ratio"] >= ERROR_RATIO
         )
         slower = (
-            now["mean_s"] >= 2 * before["mean_s"] and now["mean_s"] - before["mean_s"] >= LATENCY_S
+            now["mean_s"] >= LATENCY_FACTOR * before["mean_s"]
+            and now["mean_s"] - before["mean_s"] >= LATENCY_S
         )
         if erring or slower:
             out.append(edge)
