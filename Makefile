@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DOMAINS := $(wildcard sre/pyproject.toml ciso/pyproject.toml finops/pyproject.toml)
-EDITABLES := -e '.[dev]' $(foreach d,$(DOMAINS),-e './$(dir $(d))[test]')
+EDITABLES := -e '.[dev,ray]' $(foreach d,$(DOMAINS),-e './$(dir $(d))[test]')
 RUNS := runs
 STAMP_TIME := $(shell date -u +%Y%m%dT%H%M%S)
 

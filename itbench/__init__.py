@@ -38,12 +38,13 @@ from itbench.process import (
     forget_pid,
     port_open,
     record_pid,
+    recorded_pid,
     stop_group,
     stop_marked,
     stop_recorded,
     wait_for_port,
 )
-from itbench.reporting.reporters import ReporterSpec
+from itbench.report.reporters import ReporterSpec
 from itbench.tools import Tool, Toolbox, ToolCall
 
 __version__ = "0.1.0"
@@ -89,6 +90,7 @@ __all__ = [
     "netbridge",
     "port_open",
     "record_pid",
+    "recorded_pid",
     "stop_group",
     "stop_marked",
     "stop_recorded",

@@ -14,7 +14,7 @@ from itbench.domain import AnyDomain, Domain
 from itbench.executors import ExecutorSpec
 from itbench.options import OptionSpec
 from itbench.plugins import PluginHost, make_plugin_manager
-from itbench.reporting.reporters import ReporterSpec
+from itbench.report.reporters import ReporterSpec
 
 T = TypeVar("T")
 

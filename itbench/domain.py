@@ -154,6 +154,9 @@ class Domain(ABC, Generic[SpecT, SubmissionT, EnvT]):
     ports_per_trial: ClassVar[int] = 0
     #: The task types a scenario of this domain may name (empty: any).
     task_types: ClassVar[tuple[str, ...]] = ()
+    #: What one trial needs of a machine, for executors that schedule trials on a cluster
+    #: (``--executor ray``): ``num_cpus`` (fractions allowed) and ``memory`` in bytes.
+    resources: ClassVar[dict[str, float]] = {"num_cpus": 1.0, "memory": 512 * 2**20}
 
     def draw(self, spec: SpecT, ctx: TrialContext) -> tuple[SpecT, dict[str, Any]]:
         """The concrete scenario of one trial, drawn from the spec's declared sets.

@@ -7,16 +7,57 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from itbench.models import TrialResult
     from itbench.plan import PlannedTrial
 
-#: Runs one trial in worker slot ``slot`` (slots own disjoint port blocks and directories).
-TrialFn = Callable[["PlannedTrial", int], "TrialResult | None"]
 #: Receives each result (``None`` for a trial cut short by cancellation).
 ResultFn = Callable[["TrialResult | None"], None]
+
+
+class PortableTrial(Protocol):
+    """A picklable trial runner for another process or machine (same itbench installed).
+
+    Calling it runs one trial there, through its whole lifecycle, and returns the result as
+    JSON (``None`` when cancelled); the caller records it.
+    """
+
+    def __call__(self, trial: PlannedTrial) -> str | None:
+        """Run ``trial`` here and return its ``TrialResult`` as JSON."""
+        ...
+
+
+class TrialJob(Protocol):
+    """What the runner hands an executor: how to run, recover and record trials.
+
+    Attributes:
+        options: The run's options (``--option KEY=VALUE`` and plugin flags), for executors
+            that take some of their own (the Ray executor's ``ray_address``).
+    """
+
+    options: dict[str, Any]
+
+    def __call__(self, trial: PlannedTrial, slot: int) -> TrialResult | None:
+        """Run one trial in this process, in worker slot ``slot`` (``None``: cancelled)."""
+        ...
+
+    def portable(self) -> PortableTrial:
+        """The same, as a picklable callable for other processes and machines."""
+        ...
+
+    def resources(self, trial: PlannedTrial) -> dict[str, float]:
+        """What one trial of this domain needs (``num_cpus``, ``memory`` in bytes)."""
+        ...
+
+    def recover(self, trial: PlannedTrial) -> None:
+        """Stop and remove what an attempt of ``trial`` that died left (harness records only)."""
+        ...
+
+    def error_result(self, trial: PlannedTrial, reason: str) -> TrialResult:
+        """An ``error`` result for a trial that could not be run (a lost worker, ...)."""
+        ...
 
 
 class Executor(ABC):
@@ -26,14 +67,16 @@ class Executor(ABC):
     def run(
         self,
         trials: list[PlannedTrial],
-        run_trial: TrialFn,
+        run_trial: TrialJob,
         on_result: ResultFn,
         cancel: threading.Event,
     ) -> None:
         """Run every trial; call ``on_result`` in the calling thread for each result.
 
-        Must return promptly once ``cancel`` is set (trials in flight are torn down by
-        ``run_trial`` itself) and re-raise ``KeyboardInterrupt``.
+        ``run_trial(trial, slot)`` runs one trial in this process; executors that run trials
+        elsewhere use ``run_trial.portable()`` and the job's other methods. Must return
+        promptly once ``cancel`` is set (trials in flight are torn down by the job itself) and
+        re-raise ``KeyboardInterrupt``.
         """
 
 
@@ -59,7 +102,7 @@ class LocalExecutor(Executor):
     def run(
         self,
         trials: list[PlannedTrial],
-        run_trial: TrialFn,
+        run_trial: TrialJob,
         on_result: ResultFn,
         cancel: threading.Event,
     ) -> None:

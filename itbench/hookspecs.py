@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from itbench.models import RunManifest, TrialResult
     from itbench.options import OptionSpec
     from itbench.plan import PlannedTrial
-    from itbench.reporting.reporters import ReporterSpec
+    from itbench.report.reporters import ReporterSpec
 
 # --- registration -----------------------------------------------------------------------
 
@@ -82,7 +82,12 @@ def itbench_register_executors() -> list[ExecutorSpec]:
 
 @hookspec
 def itbench_register_reporters() -> list[ReporterSpec]:
-    """Register reporters that turn a run's results into files (CSV, Markdown, ...).
+    """Register reporters that turn runs' results into files (CSV, Markdown, LaTeX, HTML...).
+
+    A reporter's ``write(report, out_dir)`` receives an :class:`itbench.report.Report`: the
+    frames of the runs (``report.frames.trials``, ``.metrics``, ``.scenarios``), the summary
+    per domain and agent and the breakdowns per dimension, all pandas frames documented in
+    :mod:`itbench.report`.
 
     Returns:
         :class:`itbench.ReporterSpec` objects; ``itbench report`` runs them all.

@@ -23,7 +23,7 @@ DISABLE_AUTOLOAD_ENV = "ITBENCH_DISABLE_PLUGIN_AUTOLOAD"
 BUILTIN_PLUGINS = {
     "itbench.agents": "itbench.builtin.agents",
     "itbench.executors": "itbench.builtin.executors",
-    "itbench.reporters": "itbench.reporting.reporters",
+    "itbench.reporters": "itbench.report.reporters",
     "itbench.scenarios": "itbench.builtin.scenarios",
 }
 #: Hook implementation options itbench does not support. Hooks are called one by one in

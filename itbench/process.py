@@ -195,11 +195,43 @@ def stop_marked(roots: Sequence[Path], timeout: float = 3.0) -> list[int]:
     return stopped
 
 
+def start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (``None``: no such process).
+
+    With the pid it identifies a process for good: a pid is reused, a (pid, start) pair never.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: fields follow the last ')'.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
 def record_pid(trial_dir: Path, name: str, pid: int) -> None:
-    """Remember ``pid`` under ``trial_dir`` so :func:`stop_recorded` can find it later."""
+    """Remember ``pid`` (and when it started) under ``trial_dir`` for :func:`stop_recorded`."""
     d = trial_dir / PID_DIR
     d.mkdir(parents=True, exist_ok=True)
-    (d / f"{name}.pid").write_text(str(pid))
+    ticks = start_ticks(pid)
+    (d / f"{name}.pid").write_text(f"{pid} {ticks}" if ticks is not None else str(pid))
+
+
+def recorded_pid(trial_dir: Path, name: str) -> int | None:
+    """The pid recorded as ``name`` under ``trial_dir``, if that very process still runs."""
+    try:
+        words = (trial_dir / PID_DIR / f"{name}.pid").read_text().split()
+        pid = int(words[0])
+        ticks = int(words[1]) if len(words) > 1 else None
+    except (OSError, ValueError, IndexError):
+        return None
+    current = start_ticks(pid)
+    if current is None or (ticks is not None and current != ticks):
+        return None
+    return pid
 
 
 def forget_pid(trial_dir: Path, name: str) -> None:
@@ -209,18 +241,26 @@ def forget_pid(trial_dir: Path, name: str) -> None:
 
 
 def stop_recorded(trial_dir: Path, timeout: float = 5.0) -> list[int]:
-    """Stop every process group recorded under ``trial_dir``; returns the pids signalled."""
+    """Stop every process group recorded under ``trial_dir``; returns the pids signalled.
+
+    A record whose process is gone, or whose pid now belongs to a process started later, is
+    dropped without a signal.
+    """
     stopped: list[int] = []
     d = trial_dir / PID_DIR
     if not d.is_dir():
         return stopped
     for pidfile in sorted(d.glob("*.pid")):
         try:
-            pid = int(pidfile.read_text().strip())
-        except (OSError, ValueError):
+            words = pidfile.read_text().split()
+            pid = int(words[0])
+            ticks = int(words[1]) if len(words) > 1 else None
+        except (OSError, ValueError, IndexError):
             continue
-        stop_group(pid, timeout)
-        stopped.append(pid)
+        # A recorded process that has exited may have left its pid to an unrelated one.
+        if ticks is None or start_ticks(pid) == ticks:
+            stop_group(pid, timeout)
+            stopped.append(pid)
         with contextlib.suppress(FileNotFoundError):
             pidfile.unlink()
     return stopped

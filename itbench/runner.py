@@ -22,11 +22,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from itbench.active import RunLock, register, unregister
 from itbench.agents import AgentContext, AgentSpec
 from itbench.bench import Bench
 from itbench.command import CommandAgent
 from itbench.domain import AnyDomain, Environment, TrialContext
-from itbench.errors import IntegrityError, UsageError
+from itbench.errors import IntegrityError, RunDirError, UsageError
 from itbench.models import (
     Label,
     RunConfig,
@@ -143,6 +144,8 @@ class Runner:
         self._code_dirs: dict[str, Path] = {}
         self._versions: dict[str, str] = {}
         self._by_id: dict[str, PlannedTrial] = {}
+        #: This run's record among the runs in progress (see :mod:`itbench.active`).
+        self._record_path: Path | None = None
 
     # --- planning ------------------------------------------------------------------------
 
@@ -212,6 +215,19 @@ class Runner:
             UsageError: bad agent, executor or scenario selection.
             KeyboardInterrupt: the run was interrupted; finished trials are recorded.
         """
+        lock = RunLock(self.run_dir)
+        try:
+            lock.acquire()
+        except RunDirError as exc:
+            raise UsageError(str(exc)) from None
+        try:
+            return self._run_locked(resume)
+        finally:
+            lock.release()
+            if self._record_path is not None:
+                unregister(self._record_path)
+
+    def _run_locked(self, resume: bool) -> RunOutcome:
         agent = self.agent_spec()
         executor_spec = self.bench.executors.get(self.config.executor)
         if executor_spec is None:
@@ -263,6 +279,7 @@ class Runner:
             self.secret = self.store.create_secret()
             manifest = self.manifest(trials, specs)
             self.store.write_manifest(manifest)
+        self._record_path = register(self.run_dir, manifest.run_id)
         done = {r.trial_id for r in self.store.results(manifest)}
         todo = [t for t in trials if t.trial_id not in done]
         if resume:
@@ -275,7 +292,7 @@ class Runner:
         executor = executor_spec.factory(self.config.workers)
         interrupted = False
         try:
-            executor.run(todo, self.run_trial, self._record, self.cancel)
+            executor.run(todo, RunnerJob(self), self._record, self.cancel)
         except KeyboardInterrupt:
             interrupted = True
             raise
@@ -320,17 +337,88 @@ class Runner:
     def _recover_unfinished(self, done: set[str]) -> None:
         """Stop and remove what trials of a killed harness left (from harness-only records)."""
         for handle, trial_id in self.store.trial_dirs().items():
-            if trial_id in done:
-                continue
-            trial = self.store.trial_dir(handle)
-            domain = self._domain_of(trial_id)
-            if domain is not None:
-                with contextlib.suppress(Exception):
-                    domain.recover(trial)
-            shutil.rmtree(trial, ignore_errors=True)
-            shutil.rmtree(self.store.workspace(handle), ignore_errors=True)
-            if (alias := WORKSPACE_ALIASES / handle).is_symlink():
-                alias.unlink()
+            if trial_id not in done:
+                self._recover_dir(handle, trial_id)
+
+    def cleanup(self) -> list[str]:
+        """Stop and remove what a killed run left in this run directory.
+
+        Every trial directory without a result is recovered (its recorded processes stopped,
+        its directories removed), as ``--resume`` does before running the rest.
+
+        Returns:
+            The trial ids recovered.
+
+        Raises:
+            UsageError: another process holds the run directory.
+            RunDirError: the results cannot be read.
+        """
+        lock = RunLock(self.run_dir)
+        try:
+            lock.acquire()
+        except RunDirError as exc:
+            raise UsageError(str(exc)) from None
+        try:
+            done = {r.trial_id for r in self.store.iter_results()}
+            left = [t for t in self.store.trial_dirs().values() if t not in done]
+            self._recover_unfinished(done)
+            return sorted(left)
+        finally:
+            lock.release()
+
+    def recover_trial(self, trial_id: str) -> None:
+        """Stop and remove what earlier attempts of one trial left (a worker that died)."""
+        for handle, tid in self.store.trial_dirs().items():
+            if tid == trial_id:
+                self._recover_dir(handle, trial_id)
+
+    def _recover_dir(self, handle: str, trial_id: str) -> None:
+        trial = self.store.trial_dir(handle)
+        domain = self._domain_of(trial_id)
+        if domain is not None:
+            with contextlib.suppress(Exception):
+                domain.recover(trial)
+        shutil.rmtree(trial, ignore_errors=True)
+        shutil.rmtree(self.store.workspace(handle), ignore_errors=True)
+        if (alias := WORKSPACE_ALIASES / handle).is_symlink():
+            alias.unlink()
+
+    def attach(self, manifest: RunManifest, secret: bytes, labels: list[Label]) -> None:
+        """Prepare to run trials of a run started elsewhere (a worker of a distributed run).
+
+        The scoring code is checked against the hashes the run recorded when it started, so a
+        node whose code differs cannot produce a valid result.
+        """
+        self._manifest = manifest
+        self.secret = secret
+        self.labels = list(labels)
+        self._versions = dict(manifest.packages)
+        self._code_dirs = code_dirs(self.bench.host)
+        self._code = dict(manifest.package_hashes)
+
+    def error_result(self, trial: PlannedTrial, reason: str) -> TrialResult:
+        """An ``error`` result for a trial that could not be run (a worker lost twice...)."""
+        now = _now()
+        spec = trial.scenario
+        return TrialResult(
+            run_id=self._manifest.run_id,
+            trial_id=trial.trial_id,
+            scenario_id=spec.id,
+            domain=spec.domain,
+            agent=trial.agent,
+            trial_index=trial.index,
+            seed=trial.seed,
+            status=TrialStatus.error,
+            error=reason,
+            labels=list(self.labels),
+            tags=list(spec.tags),
+            complexity=spec.complexity,
+            task_types=list(spec.task_types),
+            facets=spec.facets(),
+            started_at=now,
+            finished_at=now,
+            versions=self._versions,
+        )
 
     def _domain_of(self, trial_id: str) -> AnyDomain | None:
         scenario = trial_id.split("__", 1)[0]
@@ -357,6 +445,99 @@ class Runner:
         """
         self._by_id[trial.trial_id] = trial
         return TrialRun(self, trial).execute()
+
+
+class RunnerJob:
+    """A runner's trials as an executor's job (:class:`itbench.executors.TrialJob`)."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.options: dict[str, Any] = dict(runner.config.options)
+
+    def __call__(self, trial: PlannedTrial, slot: int) -> TrialResult | None:
+        """Run one trial in this process."""
+        return self.runner.run_trial(trial, slot)
+
+    def portable(self) -> RemoteTrial:
+        """The runner's trials as a picklable callable for worker processes."""
+        r = self.runner
+        return RemoteTrial(
+            config_json=r.config.model_dump_json(),
+            run_dir=str(r.run_dir),
+            secret_hex=r.secret.hex(),
+            manifest_json=r._manifest.model_dump_json(),
+            labels=tuple(label.value for label in r.labels),
+        )
+
+    def resources(self, trial: PlannedTrial) -> dict[str, float]:
+        """The domain's declared resources per trial."""
+        return dict(self.runner.bench.domains[trial.scenario.domain].resources)
+
+    def recover(self, trial: PlannedTrial) -> None:
+        """Stop and remove what earlier attempts of ``trial`` left."""
+        self.runner.recover_trial(trial.trial_id)
+
+    def error_result(self, trial: PlannedTrial, reason: str) -> TrialResult:
+        """An ``error`` result for ``trial``."""
+        return self.runner.error_result(trial, reason)
+
+
+@dataclass(frozen=True)
+class RemoteTrial:
+    """Runs trials of a run in another process (a Ray worker), with the same itbench installed.
+
+    Holds only what rebuilds the runner there: the run's config, directory, secret, manifest
+    and labels. The run directory must be reachable at the same path (one machine, or a shared
+    file system); the result goes back to the driver, which alone writes ``results.jsonl``.
+    """
+
+    config_json: str
+    run_dir: str
+    secret_hex: str
+    manifest_json: str
+    labels: tuple[str, ...]
+
+    def runner(self) -> Runner:
+        """This process's runner for the run (made once per process)."""
+        key = (self.run_dir, self.manifest_json)
+        cached = _WORKER_RUNNERS.get(key)
+        if cached is None or cached.cancel.is_set():
+            config = RunConfig.model_validate_json(self.config_json)
+            bench = Bench(plugins=config.plugins, scenario_paths=config.scenario_paths)
+            cached = Runner(bench, config, Path(self.run_dir))
+            cached.attach(
+                RunManifest.model_validate_json(self.manifest_json),
+                bytes.fromhex(self.secret_hex),
+                [Label(v) for v in self.labels],
+            )
+            _WORKER_RUNNERS[key] = cached
+        return cached
+
+    def __call__(self, trial: PlannedTrial) -> str | None:
+        """Run ``trial`` here; ``None`` when the task was cancelled (its trial torn down)."""
+        runner = self.runner()
+        box: dict[str, TrialResult | None] = {}
+        thread = threading.Thread(
+            target=lambda: box.update(result=runner.run_trial(trial, 0)),
+            name=f"trial-{trial.trial_id}",
+            daemon=True,
+        )
+        thread.start()
+        try:
+            while thread.is_alive():
+                thread.join(timeout=0.1)
+        except KeyboardInterrupt:
+            # The driver cancelled the task: the trial sees the cancel, stops its agent and
+            # tears its environment down before the task ends.
+            runner.cancel.set()
+            thread.join(timeout=AGENT_STOP_GRACE + 60)
+            return None
+        result = box.get("result")
+        return result.model_dump_json() if result is not None else None
+
+
+#: The runner of each run this worker process takes part in.
+_WORKER_RUNNERS: dict[tuple[str, str], Runner] = {}
 
 
 class TrialRun:

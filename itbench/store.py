@@ -7,6 +7,7 @@ import json
 import os
 import secrets
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -151,7 +152,14 @@ class RunStore:
                 os.fsync(fh.fileno())
 
     def results(self, manifest: RunManifest | None = None) -> list[TrialResult]:
-        """Every result, one per trial id.
+        """Every result, one per trial id (see :meth:`iter_results`)."""
+        return list(self.iter_results(manifest))
+
+    def iter_results(self, manifest: RunManifest | None = None) -> Iterator[TrialResult]:
+        """Each result in file order, read line by line (a large file is never held whole).
+
+        A torn last line (no newline: the process died while writing it) is a trial that never
+        finished and is skipped.
 
         Args:
             manifest: When given, every line must name a trial of this manifest and its run.
@@ -160,41 +168,32 @@ class RunStore:
             RunDirError: a complete line that is not a valid result, a trial id recorded twice,
                 or (with ``manifest``) a trial or run the manifest does not hold.
         """
-        out: dict[str, TrialResult] = {}
+        seen: set[str] = set()
         try:
-            lines = self.results_path.read_bytes().split(b"\n")
+            fh = self.results_path.open("rb")
         except FileNotFoundError:
-            return []
-        complete, torn = lines[:-1], lines[-1]
-        for number, raw in enumerate(complete, start=1):
-            if not raw.strip():
-                continue
-            try:
-                result = TrialResult.model_validate_json(raw)
-            except ValidationError as exc:
-                err = exc.errors()[0]
-                loc = ".".join(str(p) for p in err["loc"]) or "(line)"
-                raise RunDirError(
-                    f"{self.results_path}:{number}: field '{loc}': {err['msg']}"
-                ) from None
-            where = f"{self.results_path}:{number}: field 'trial_id'"
-            if result.trial_id in out:
-                raise RunDirError(f"{where}: trial {result.trial_id!r} is recorded twice")
-            if manifest is not None and result.trial_id not in manifest.seeds:
-                raise RunDirError(f"{where}: trial {result.trial_id!r} is not in the manifest")
-            if manifest is not None and result.run_id != manifest.run_id:
-                raise RunDirError(
-                    f"{self.results_path}:{number}: field 'run_id': {result.run_id!r} is not "
-                    f"the manifest's run {manifest.run_id!r}"
-                )
-            out[result.trial_id] = result
-        del torn  # an incomplete last line is a trial that never finished
-        return list(out.values())
-
-    def raw_lines(self) -> list[dict[str, object]]:
-        """Complete lines as plain dicts (for tools that need the exact file content)."""
-        try:
-            lines = self.results_path.read_text(encoding="utf-8").split("\n")[:-1]
-        except FileNotFoundError:
-            return []
-        return [json.loads(line) for line in lines if line.strip()]
+            return
+        with fh:
+            for number, raw in enumerate(fh, start=1):
+                if not raw.endswith(b"\n") or not raw.strip():
+                    continue
+                try:
+                    result = TrialResult.model_validate_json(raw)
+                except ValidationError as exc:
+                    err = exc.errors()[0]
+                    loc = ".".join(str(p) for p in err["loc"]) or "(line)"
+                    raise RunDirError(
+                        f"{self.results_path}:{number}: field '{loc}': {err['msg']}"
+                    ) from None
+                where = f"{self.results_path}:{number}: field 'trial_id'"
+                if result.trial_id in seen:
+                    raise RunDirError(f"{where}: trial {result.trial_id!r} is recorded twice")
+                if manifest is not None and result.trial_id not in manifest.seeds:
+                    raise RunDirError(f"{where}: trial {result.trial_id!r} is not in the manifest")
+                if manifest is not None and result.run_id != manifest.run_id:
+                    raise RunDirError(
+                        f"{self.results_path}:{number}: field 'run_id': {result.run_id!r} is not "
+                        f"the manifest's run {manifest.run_id!r}"
+                    )
+                seen.add(result.trial_id)
+                yield result

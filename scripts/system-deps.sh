@@ -1,11 +1,12 @@
 #!/bin/sh
-# Installs the Debian packages the domains run for real and the agent sandbox (bubblewrap, and
-# the system python3 that sandboxed agents run with); servers are started per environment by
-# itbench itself, never as system services. Does nothing when every binary is already present.
+# Installs the Debian packages the domains run for real, the agent sandbox (bubblewrap, and
+# the system python3 that sandboxed agents run with) and chromium (the report page's test).
+# Servers are started per environment by itbench itself, never as system services. Does
+# nothing when every binary is already present.
 set -eu
 
 # command-to-look-for:debian-package
-NEEDS="prometheus:prometheus redis-server:redis-server /usr/lib/postgresql/15/bin/postgres:postgresql bwrap:bubblewrap /usr/bin/python3:python3"
+NEEDS="prometheus:prometheus redis-server:redis-server /usr/lib/postgresql/15/bin/postgres:postgresql bwrap:bubblewrap /usr/bin/python3:python3 chromium:chromium"
 
 missing=""
 if [ "${1:-}" = "venv" ]; then

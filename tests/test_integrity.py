@@ -147,7 +147,7 @@ def test_tampering_during_the_agents_turn_makes_the_trial_invalid(
     assert summary["noop [unsandboxed]"]["invalid"] == 0
     md = (tmp_path / "t" / "report.md").read_text()
     assert md.startswith("| domain | agent | trials | errors | invalid | pass rate |")
-    assert "| toy | oracle [reference] | 3 | 0 | 3 | 0.000 | 0.000 |" in md
+    assert "| toy | oracle [reference] | 3 | 0 | 3 | 0.000 ± 0.000 | [0.00, 0.00] | 0.000 |" in md
 
 
 def test_a_harness_server_the_sandboxed_agent_cannot_reach_keeps_the_trial_valid(

@@ -91,7 +91,7 @@ def test_wrong_typed_items_unknown_hooks_and_unsupported_options_are_problems(
     assert any("wrapper=True is not supported" in r for r in reasons), reasons
     assert any("itbench_register_executors is not marked" in r for r in reasons), reasons
     # The unsupported wrapper is never called as a plain function.
-    assert set(bench.reporters) == {"csv", "markdown"}
+    assert set(bench.reporters) == {"csv", "markdown", "latex", "html"}
 
 
 def test_the_built_in_plugins_have_no_problems() -> None:

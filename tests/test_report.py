@@ -3,33 +3,18 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import CliFn
 
-from itbench.reporting.frames import pass_at_k, results_frame, summarize
+from itbench.report.dataset import results_frame
+from itbench.report.tables import summarize
 from itbench.store import RunStore
-
-
-@pytest.mark.parametrize(
-    ("n", "c", "k", "expected"),
-    [
-        (5, 0, 1, 0.0),
-        (5, 5, 3, 1.0),
-        (5, 2, 1, 0.4),
-        (5, 2, 2, 1 - 3 / 10),
-        (4, 1, 3, 1 - 1 / 4),
-        (10, 3, 5, 1 - 21 / 252),
-    ],
-)
-def test_pass_at_k_is_the_unbiased_estimator(n: int, c: int, k: int, expected: float) -> None:
-    assert pass_at_k(n, c, k) == pytest.approx(expected)
-
-
-def test_pass_at_k_is_nan_when_there_are_fewer_trials_than_k() -> None:
-    assert math.isnan(pass_at_k(2, 1, 3))
 
 
 def test_summary_excludes_errors_and_reports_mean_and_standard_error(
@@ -108,3 +93,156 @@ def test_report_on_a_directory_that_is_not_a_run_is_a_usage_error(
     (tmp_path / "empty").mkdir()
     res = itbench("report", "empty")
     assert res.returncode == 2 and "manifest.json" in res.stderr
+
+
+def _toy_runs(itbench: CliFn) -> None:
+    """Run ``a``: the toy solver (it reports tokens); ``b``: noop; both 2 trials per scenario."""
+    for agent, out in (("toy/solver", "a"), ("noop", "b")):
+        res = itbench(
+            "evaluate", "--agent", agent, "-s", "toy/[hr]*", "--trials", "2", "--out", out
+        )
+        assert res.returncode == 0, res.stderr
+
+
+def test_report_writes_markdown_csv_latex_and_html_with_breakdowns(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    _toy_runs(itbench)
+    res = itbench("report", "a", "b", "--k", "2", "--out", "rep")
+    assert res.returncode == 0, res.stderr
+    out = tmp_path / "rep"
+    assert "wrote 7 file(s) to rep" in res.stdout
+    names = {p.name for p in out.iterdir()}
+    assert names == {
+        "report.csv",
+        "report-fault.csv",
+        "report-complexity.csv",
+        "report-task-type.csv",
+        "report.md",
+        "report.tex",
+        "report.html",
+    }
+    rows = {r["agent"]: r for r in csv.DictReader((out / "report.csv").open())}
+    solver = rows["toy/solver [unsandboxed]"]
+    assert solver["pass_rate"] == "1.0" and solver["pass@2"] == "1.0" and solver["pass^2"] == "1.0"
+    assert solver["problems"] == "4" and solver["solved"] == "4"
+    assert float(solver["input_tokens"]) == 60 and float(solver["tokens_per_solved"]) == 15
+    md = (out / "report.md").read_text()
+    assert "### By fault (pass rate, passed/scored)" in md
+    assert "| toy | corrupted-key | 0.00 (0/6) | 1.00 (6/6) |" in md  # noop, then solver
+    assert "### By task type" in md and "| toy | detection | 0.00 (0/2) | 1.00 (2/2) |" in md
+    tex = (out / "report.tex").read_text()
+    assert r"\toprule" in tex and r"\midrule" in tex and r"\bottomrule" in tex
+    assert r"toy/solver [unsandboxed]" in tex and r"1.000 $\pm$ 0.000" in tex
+    assert tex.count(r"\begin{tabular}") == 5  # summary, metrics, three breakdowns
+    data = itbench("report", "a", "b", "--json", "--out", "rep").json()
+    assert set(data["breakdowns"]) == {"fault", "complexity", "task_type"}  # type: ignore[index]
+
+
+def test_report_html_opens_in_chromium_with_its_plots(itbench: CliFn, tmp_path: Path) -> None:
+    """Headless Chromium renders the page: the screenshot is not blank, the plots are there."""
+    import shutil
+    import subprocess
+
+    from matplotlib.image import imread
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Debian's chromium is installed by scripts/system-deps.sh"
+    _toy_runs(itbench)
+    assert itbench("report", "a", "b", "--out", "rep").returncode == 0
+    page = (tmp_path / "rep" / "report.html").as_uri()
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+        "--window-size=1200,1400",
+    ]
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [chromium, *flags, f"--screenshot={shot}", page], capture_output=True, timeout=120
+    )
+    dom = subprocess.run(
+        [chromium, *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120
+    ).stdout
+    # The pass-rate bars, the heat map of the toy domain's one facet, tokens per solved problem.
+    plots = re.findall(r'<figure class="plot" data-plot="([a-z-]+)"', dom)
+    assert plots == ["pass-rate", "heatmap-fault", "tokens-per-solved"], plots
+    assert dom.count("<svg") == 3
+    pixels = imread(str(shot))[:, :, :3]
+    assert pixels.shape[:2] == (1400, 1200)
+    assert pixels.std() > 0.05  # not a blank page
+    # matplotlib's first bar colour (#1f77b4) is painted: the SVG plots rendered.
+    blue = np.all(np.abs(pixels - np.array([0x1F, 0x77, 0xB4]) / 255) < 0.03, axis=-1)
+    assert blue.sum() > 2000
+
+
+def test_compare_pairs_problems_and_tests_the_difference(itbench: CliFn, tmp_path: Path) -> None:
+    _toy_runs(itbench)
+    res = itbench("compare", "b", "a", "--json")
+    assert res.returncode == 0, res.stderr
+    data = res.json()
+    assert data["common_problems"] == 4 and data["mean_difference"] == 1.0  # type: ignore[index]
+    assert data["flipped"]["to_pass"] == [  # type: ignore[index]
+        "toy/healthy",
+        "toy/registry-alpha-1",
+        "toy/registry-beta-2",
+        "toy/registry-gamma-3",
+    ]
+    assert data["mcnemar_p"] == pytest.approx(2 / 16)  # type: ignore[index]
+    assert data["permutation_p"] == pytest.approx(2 / 16)  # type: ignore[index]
+    text = itbench("compare", "b", "a").stdout
+    assert "flipped to pass: 4, to fail: 0" in text and "to pass" in text
+
+
+def test_report_reads_past_a_torn_last_line(itbench: CliFn, tmp_path: Path) -> None:
+    _toy_runs(itbench)
+    path = tmp_path / "a" / "results.jsonl"
+    with path.open("a") as fh:
+        fh.write('{"run_id": "cut short')
+    data = itbench("report", "a", "--json").json()
+    assert data["summary"][0]["trials"] == 8  # type: ignore[index]
+
+
+def test_leaderboard_is_rebuilt_identically_and_refuses_tampered_runs(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    _toy_runs(itbench)
+    board = tmp_path / "board"
+    for run, name in (("a", "solver"), ("b", "noop")):
+        res = itbench("leaderboard", "add", run, "--name", name, "--dir", "board")
+        assert res.returncode == 0, res.stderr
+    summary = json.loads((board / "runs" / "solver" / "summary.json").read_text())
+    assert summary["agent"] == "toy/solver" and summary["trials"] == 8
+    assert summary["labels"] == ["unsandboxed"] and set(summary["catalog"]) == {"toy"}
+    res = itbench("leaderboard", "--dir", "board")
+    assert res.returncode == 0, res.stderr
+    toy = json.loads((board / "toy.json").read_text())
+    assert [r["agent"] for r in toy["rows"]] == ["toy/solver", "noop"]
+    top = toy["rows"][0]
+    assert top["pass_rate"] == 1.0 and top["sandboxed"] is False and "unsandboxed" in top["notes"]
+    assert top["task_types"] == {"detection": 1.0, "localization": 1.0, "mitigation": 1.0}
+    md = (board / "toy.md").read_text()
+    assert "| toy/solver | – | 8 | 1.000 ± 0.000 |" in md
+    assert (board / "overall.md").exists() and (board / "overall.json").exists()
+    before = {p.name: p.read_bytes() for p in board.iterdir() if p.is_file()}
+    assert itbench("leaderboard", "--dir", "board", "--check").returncode == 0
+    assert itbench("leaderboard", "--dir", "board").returncode == 0
+    assert {p.name: p.read_bytes() for p in board.iterdir() if p.is_file()} == before
+    # One result changed after the fact: the entry is refused, and the build fails.
+    results_file = board / "runs" / "noop" / "results.jsonl"
+    results_file.write_text(results_file.read_text().replace('"failed"', '"passed"', 1))
+    res = itbench("leaderboard", "--dir", "board", "--check")
+    assert res.returncode == 1
+    assert "refused leaderboard entry" in res.stderr and "noop/results.jsonl" in res.stderr
+
+
+def test_the_committed_leaderboards_are_up_to_date(itbench: CliFn) -> None:
+    """The tables in leaderboards/ are what `itbench leaderboard` builds from leaderboards/runs."""
+    res = itbench("leaderboard", "--check")
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -63,7 +63,7 @@ def _request(url: str, method: str = "GET", headers: dict[str, str] | None = Non
 
 def _endpoint_pid(ctx_trial_dir: Path) -> int:
     """The endpoint's pid as an unsandboxed agent finds it: the harness's pid file."""
-    return int((ctx_trial_dir / "pids" / "aws-endpoint.pid").read_text())
+    return int((ctx_trial_dir / "pids" / "aws-endpoint.pid").read_text().split()[0])
 
 
 def _wait_gone(pid: int, timeout: float = 10.0) -> None:

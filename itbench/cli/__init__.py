@@ -8,11 +8,12 @@ import click
 from pydantic import ValidationError
 
 from itbench import __version__, console
+from itbench.cli.boards import compare, leaderboard
 from itbench.cli.browse import list_cmd, plugins, show
 from itbench.cli.common import EXIT_USAGE
 from itbench.cli.new import new
 from itbench.cli.outputs import docs, report, schema
-from itbench.cli.run import evaluate, validate
+from itbench.cli.run import cleanup, evaluate, validate
 from itbench.cli.tool import tool
 
 
@@ -22,7 +23,21 @@ def cli() -> None:
     """itbench: benchmark AI agents on real IT work (SRE, compliance, FinOps)."""
 
 
-for _command in (list_cmd, show, evaluate, validate, report, plugins, schema, docs, new, tool):
+for _command in (
+    list_cmd,
+    show,
+    evaluate,
+    validate,
+    report,
+    compare,
+    leaderboard,
+    cleanup,
+    plugins,
+    schema,
+    docs,
+    new,
+    tool,
+):
     cli.add_command(_command)
 
 

@@ -18,7 +18,6 @@ from itbench.cli.params import bench_options, json_option
 from itbench.domain import AnyDomain
 from itbench.errors import RunDirError
 from itbench.models import RunManifest, ScenarioSpec, Submission, TaskView, TrialResult
-from itbench.store import RunStore
 
 #: ``docs/`` beside the ``itbench`` package in a source checkout (found like the catalog).
 REPO_DOCS = REPO_CATALOG.parent / "docs"
@@ -34,7 +33,12 @@ INDEX_HEADING = "# Scenario references"
     "run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path)
 )
 @click.option(
-    "--k", "k", default=1, show_default=True, type=click.IntRange(min=1), help="k of pass@k."
+    "--k",
+    "k",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="k of pass@k and pass^k.",
 )
 @click.option(
     "--out",
@@ -46,41 +50,42 @@ INDEX_HEADING = "# Scenario references"
 def report(
     bench: Bench, run_dirs: tuple[Path, ...], k: int, out: Path | None, as_json: bool
 ) -> None:
-    """Summarize runs: per domain and agent pass rate, pass@k, metrics, timings.
+    """Summarize runs: pass rate with intervals, pass@k, pass^k, metrics and breakdowns.
 
-    Every reporter (see `itbench plugins`) writes its files to --out; the command says where.
+    Every reporter (see `itbench plugins`; built in: CSV, Markdown, LaTeX, HTML with plots)
+    writes its files to --out; the command says where. Definitions: `itbench.report.tables`.
     """
-    from itbench.reporting.frames import display_rows, metric_rows, results_frame, summarize
+    from itbench.report import build, frames
+    from itbench.report.tables import display_rows, metric_rows
 
-    results: list[TrialResult] = []
-    for run_dir in run_dirs:
-        store = RunStore(run_dir)
-        try:
-            results += store.results(store.read_manifest())
-        except RunDirError as exc:
-            raise click.UsageError(str(exc)) from None
-    summary = summarize(results_frame(results), k=k)
+    try:
+        result = build(frames(run_dirs), k=k)
+    except RunDirError as exc:
+        raise click.UsageError(str(exc)) from None
     out_dir = out or run_dirs[0]
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[str] = []
     for name, reporter in bench.reporters.items():
         try:
-            written += [str(p) for p in reporter.write(summary, out_dir)]
+            written += [str(p) for p in reporter.write(result, out_dir)]
         except Exception as exc:
             console.problem(f"reporter {name!r} failed: {type(exc).__name__}: {exc}")
     report_problems(bench)
     if as_json:
         console.print_json(
             {
-                "summary": json.loads(summary.to_json(orient="records")),
+                "summary": json.loads(result.summary.to_json(orient="records")),
+                "breakdowns": {
+                    d: json.loads(b.to_json(orient="records")) for d, b in result.breakdowns.items()
+                },
                 "out_dir": str(out_dir),
                 "files": written,
             }
         )
         return
-    header, rows = display_rows(summary, k)
+    header, rows = display_rows(result.summary, k)
     console.table(f"report: {', '.join(map(str, run_dirs))}", header, rows, plain=True)
-    header, rows = metric_rows(summary)
+    header, rows = metric_rows(result.summary)
     if rows:
         console.table("metrics: mean ± standard error over scored trials", header, rows, True)
     if not written:

@@ -1,4 +1,4 @@
-"""Commands that run trials: ``evaluate`` and ``validate``."""
+"""Commands that run trials: ``evaluate``, ``validate``, and ``cleanup`` after killed runs."""
 
 from __future__ import annotations
 
@@ -35,9 +35,9 @@ from itbench.cli.params import (
     run_options,
     selection_options,
 )
-from itbench.errors import RunDirError
+from itbench.errors import RunDirError, UsageError
 from itbench.models import Complexity, RunConfig, ScenarioSpec, TrialResult, TrialStatus
-from itbench.runner import RunOutcome
+from itbench.runner import Runner, RunOutcome
 from itbench.store import RunStore
 
 
@@ -334,3 +334,59 @@ def verdict(
         "agents": statuses,
         "reasons": reasons,
     }
+
+
+@click.command()
+@click.argument("run_dirs", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
+@json_option
+@bench_options
+def cleanup(bench: Bench, run_dirs: tuple[Path, ...], as_json: bool) -> None:
+    """Stop and remove what killed runs left behind (environments, processes, directories).
+
+    With RUN_DIRs, those runs; without, every run recorded as in progress whose process is
+    gone. Only harness-only records are used (pid files of trial directories, the run lock and
+    the user's record of runs in progress); a run still in progress is left alone.
+    """
+    from itbench.active import records, unregister
+
+    recorded = {r.run_dir: r.path for r in records()}
+    chosen = [(Path(d), recorded.get(Path(d).resolve())) for d in run_dirs]
+    if not run_dirs:
+        chosen = list(recorded.items())
+    report: list[dict[str, Any]] = []
+    for run_dir, record in chosen:
+        entry: dict[str, Any] = {"run_dir": str(run_dir)}
+        store = RunStore(run_dir)
+        try:
+            manifest = store.read_manifest()
+            runner = Runner(bench, manifest.config, run_dir)
+            entry["recovered"] = runner.cleanup()
+        except RunDirError as exc:
+            if record is not None and not run_dir.exists():
+                unregister(record)  # its directory is gone: nothing left to clean
+                entry["recovered"] = []
+            else:
+                entry["problem"] = str(exc)
+        except UsageError as exc:
+            entry["problem"] = str(exc)  # still running: not ours to touch
+        else:
+            if record is not None:
+                unregister(record)
+        report.append(entry)
+    if as_json:
+        console.print_json(report)
+    else:
+        for entry in report:
+            if "problem" in entry:
+                console.problem(entry["problem"])
+            else:
+                trials = entry["recovered"]
+                console.out.print(
+                    f"{entry['run_dir']}: {len(trials)} unfinished trial(s) cleaned up",
+                    highlight=False,
+                    markup=False,
+                )
+        if not report:
+            console.out.print("no run left anything behind", highlight=False)
+    if any("problem" in e for e in report) and run_dirs:
+        sys.exit(EXIT_FAILED)

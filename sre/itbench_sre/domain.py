@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import random
 from pathlib import Path
 from typing import Any
@@ -13,12 +12,12 @@ from itbench_sre.environment import SreEnvironment, trial_root
 from itbench_sre.spec import TASK_TYPES, SreSpec, SreSubmission
 
 from itbench import (
-    PID_DIR,
     Domain,
     Evaluation,
     TaskView,
     Toolbox,
     TrialContext,
+    recorded_pid,
     stop_group,
     stop_recorded,
 )
@@ -85,8 +84,9 @@ class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
         super().recover(trial_dir)
         root = trial_root(trial_dir)
         # supervisord first, or it restarts the programs being stopped.
-        with contextlib.suppress(OSError, ValueError):
-            stop_group(int((root / PID_DIR / "supervisord.pid").read_text()))
+        pid = recorded_pid(root, "supervisord")
+        if pid is not None:
+            stop_group(pid)
         stop_recorded(root)
         sweep(root, recorded_shared(root))
         unmount_under(root)

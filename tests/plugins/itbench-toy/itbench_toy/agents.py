@@ -22,6 +22,15 @@ class Solver(Agent):
         return ToySubmission(no_incident=True)
 
 
+class SlowSolver(Solver):
+    """The solver, after thinking for ``0.8`` s (crash tests kill the harness meanwhile)."""
+
+    def run(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
+        """Wait, then solve."""
+        time.sleep(0.8)
+        return super().run(task, toolbox)
+
+
 class Sleeper(Agent):
     """Never returns in time."""
 
@@ -43,6 +52,11 @@ class Crasher(Agent):
 def solver(ctx: AgentContext) -> Agent:
     """Factory of :class:`Solver`."""
     return Solver()
+
+
+def slow_solver(ctx: AgentContext) -> Agent:
+    """Factory of :class:`SlowSolver`."""
+    return SlowSolver()
 
 
 def sleeper(ctx: AgentContext) -> Agent:

@@ -6,6 +6,10 @@ Options for the core's tests:
 - ``harness_server=1``: the environment also runs a real server of the harness (a status page
   over HTTP, named in the task context), which must still be the same process after the
   agent's turn (:meth:`ToyEnvironment.harness_problems`).
+- ``eval_delay=SECONDS`` / ``teardown_delay=SECONDS``: slow evaluation / teardown (crash tests
+  kill the harness in every phase).
+- ``harness_server=detached``: the status server runs in a session of its own and outlives a
+  killed harness (like a daemon): only ``recover`` (``--resume``, ``itbench cleanup``) stops it.
 - ``tamper=fingerprint``: the ``write`` tool also raises the limit the evaluator judges by (an
   evaluator input changed during the agent's turn). ``tamper=server``: ``write`` kills the
   harness server (implies ``harness_server``). Either makes the trial ``invalid``.
@@ -17,6 +21,7 @@ import hashlib
 import json
 import random
 import signal
+import subprocess
 import sys
 import time
 from typing import Any, Literal
@@ -37,6 +42,9 @@ from itbench import (
     ToolError,
     TrialContext,
     port_open,
+    record_pid,
+    stop_recorded,
+    wait_for_port,
 )
 
 #: Values at or above this are invalid (an evaluator input: fingerprinted).
@@ -84,6 +92,7 @@ class ToyEnvironment(Environment):
         self.limit = LIMIT
         self.tamper = str(ctx.options.get("tamper", ""))
         self.server: ManagedProcess | None = None
+        self.detached: subprocess.Popen[bytes] | None = None
 
     def setup(self) -> None:
         """Load the initial values; options can make this fail or slow for tests."""
@@ -98,6 +107,16 @@ class ToyEnvironment(Environment):
             port = self.ctx.port(0)
             argv = [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)]
             argv += ["--directory", str(www)]
+            if self.ctx.options.get("harness_server") == "detached":
+                self.detached = subprocess.Popen(
+                    argv,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+                record_pid(self.ctx.trial_dir, "status", self.detached.pid)
+                wait_for_port(port, 15, proc=self.detached)
+                return
             self.server = ManagedProcess("status", argv, self.ctx.trial_dir)
             self.server.start(wait_port=port)
 
@@ -140,7 +159,7 @@ class ToyEnvironment(Environment):
     def context(self) -> dict[str, object]:
         """Public facts: values are correct when below 1000; the status page, if any."""
         out: dict[str, object] = {"rule": f"every value must be below {LIMIT}"}
-        if self.server is not None:
+        if self.server is not None or self.detached is not None:
             out["status_url"] = f"http://127.0.0.1:{self.ctx.port(0)}/status"
         return out
 
@@ -161,6 +180,10 @@ class ToyEnvironment(Environment):
 
     def teardown(self) -> None:
         """Stop the status server and forget everything."""
+        time.sleep(float(self.ctx.options.get("teardown_delay", 0)))
+        if self.detached is not None:
+            stop_recorded(self.ctx.trial_dir)
+            self.detached.wait(timeout=5)
         self.torn_down += 1
         marker = self.ctx.trial_dir / "teardown.count"
         marker.write_text(str(self.torn_down))
@@ -202,6 +225,7 @@ class ToyDomain(Domain):
     ) -> Evaluation:
         """Pass when the blame is right and every value is valid again."""
         assert isinstance(spec, ToySpec) and isinstance(env, ToyEnvironment)
+        time.sleep(float(ctx.options.get("eval_delay", 0)))
         gt = spec.ground_truth
         if submission is None:
             return Evaluation(passed=False, metrics={"localized": False, "repaired": False})

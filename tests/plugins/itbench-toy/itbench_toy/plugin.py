@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from itbench import AgentSpec, Domain, OptionSpec, hookimpl
-from itbench_toy.agents import crasher, sleeper, solver
+from itbench_toy.agents import crasher, sleeper, slow_solver, solver
 from itbench_toy.domain import ToyDomain
 
 
@@ -28,6 +28,7 @@ def itbench_register_agents() -> list[AgentSpec]:
         AgentSpec(
             "toy/solver", solver, "Reads every key and repairs the bad one.", domains=["toy"]
         ),
+        AgentSpec("toy/slow", slow_solver, "The solver, after 0.8 s.", domains=["toy"]),
         AgentSpec("toy/sleeper", sleeper, "Hangs.", domains=["toy"]),
         AgentSpec("toy/crasher", crasher, "Raises.", domains=["toy"]),
     ]

@@ -1,0 +1,142 @@
+"""The Ray executor on a real local Ray cluster: same verdicts as local, lost workers retried."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import ITBENCH, CliFn, _env, results
+
+pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'itbench[ray]')")
+
+RAY = [str(Path(sys.executable).with_name("ray"))]
+#: Ray clusters use token authentication; drivers that join one say so (Ray's own variable).
+AUTH = {"RAY_AUTH_MODE": "token"}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def cluster(plugin_site: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A local Ray cluster of two CPUs (head node only), its address; stopped afterwards.
+
+    Started with the test plugins on its workers' path, as every node of a cluster needs the
+    same itbench, plugins and catalog installed.
+    """
+    port = _free_port()
+    tmp = tmp_path_factory.mktemp("ray")
+    env = _env(plugin_site, {"RAY_TMPDIR": str(tmp), **AUTH})
+    start = [*RAY, "start", "--head", "--num-cpus", "2", "--port", str(port)]
+    start += ["--include-dashboard", "false", "--node-ip-address", "127.0.0.1"]
+    start += ["--object-store-memory", str(128 * 2**20), "--disable-usage-stats"]
+    subprocess.run(start, env=env, check=True, capture_output=True, timeout=180)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([*RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
+
+
+def _verdicts(run: Path) -> dict[str, str]:
+    return {r["trial_id"]: r["status"] for r in results(run)}
+
+
+def test_ray_gives_the_verdicts_of_the_local_executor(
+    itbench: CliFn, tmp_path: Path, cluster: str
+) -> None:
+    """One scenario of each domain, two trials each, deterministic agents, on both executors.
+
+    ``noop`` fails everywhere; ``oracle`` passes the CISO and FinOps scenarios (SRE's oracle
+    verdict depends on the workload meeting its SLO on a loaded machine, so it stays out).
+    """
+    runs = {
+        "noop": ["--agent", "noop", "--tag", "smoke"],
+        "oracle": ["--agent", "oracle", "--tag", "smoke", "--domain", "ciso", "--domain", "finops"],
+    }
+    for name, select in runs.items():
+        common = ["evaluate", *select, "--trials", "2", "--workers", "2"]
+        local = itbench(*common, "--out", f"{name}-local", timeout=900, env=AUTH)
+        assert local.returncode == 0, local.stderr
+        ray = itbench(
+            *common,
+            *("--executor", "ray", "--address", cluster, "--out", f"{name}-ray"),
+            timeout=900,
+            env=AUTH,
+        )
+        assert ray.returncode == 0, ray.stderr
+        assert _verdicts(tmp_path / f"{name}-ray") == _verdicts(tmp_path / f"{name}-local")
+    noop = results(tmp_path / "noop-ray")
+    assert {r["domain"] for r in noop} == {"sre", "ciso", "finops"} and len(noop) == 6
+    assert {r["status"] for r in noop} == {"failed"}
+    oracle = results(tmp_path / "oracle-ray")
+    assert len(oracle) == 4 and {r["status"] for r in oracle} == {"passed"}
+
+
+def _worker_pids() -> list[int]:
+    """Ray worker processes running a trial task (their title names the task's function)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"ray::_run_remote" in cmdline:
+                pids.append(int(entry.name))
+    return pids
+
+
+def test_a_lost_worker_is_retried_and_no_trial_is_lost(
+    plugin_site: Path, tmp_path: Path, cluster: str
+) -> None:
+    env = _env(plugin_site, {"ITBENCH_STATE_DIR": str(tmp_path / "state"), **AUTH})
+    args = ["evaluate", "--agent", "toy/slow", "-s", "toy/[hr]*", "--trials", "2"]
+    args += ["--option", "harness_server=detached", "--option", "setup_delay=0.5"]
+    args += ["--executor", "ray", "--address", cluster, "--workers", "2", "--out", "r"]
+    proc = subprocess.Popen(
+        [*ITBENCH, *args], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    run = tmp_path / "r"
+    killed = None
+    end = time.monotonic() + 240
+    while killed is None and time.monotonic() < end and proc.poll() is None:
+        # Kill a worker in the middle of a trial: its environment's daemon is up.
+        trials = run / "trials"
+        busy = (
+            [d for d in trials.iterdir() if (d / "task.json").exists()] if trials.is_dir() else []
+        )
+        workers = _worker_pids()
+        if busy and workers:
+            killed = workers[0]
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.05)
+    assert killed is not None, "no trial was caught in flight"
+    assert proc.wait(timeout=600) in (0, 1), proc.stderr.read() if proc.stderr else ""
+    rows = results(run)
+    ids = [r["trial_id"] for r in rows]
+    assert len(ids) == 8 and len(set(ids)) == 8  # every trial recorded, once
+    statuses = {r["status"] for r in rows}
+    assert statuses <= {"passed", "error"} and "passed" in statuses
+    errors = [r["error"] for r in rows if r["status"] == "error"]
+    assert all("worker lost twice" in (e or "") for e in errors), errors
+    # What the killed attempt left (its daemon, its directories) was cleaned up before retrying.
+    leftovers = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if str(run).encode() in (entry / "cmdline").read_bytes():
+                    leftovers.append(int(entry.name))
+            except OSError:
+                continue
+    assert leftovers == []
+    assert {d.name for d in (run / "trials").iterdir()} == {r["handle"] for r in rows}
