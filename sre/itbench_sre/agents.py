@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from typing import Any
 
-from itbench_sre import faults, topology
+from itbench_sre import faults, spread, topology
+from itbench_sre.environment import FAULT_WINDOW_S, HANDOVER
+from itbench_sre.rules import SATURATION
 from itbench_sre.spec import SreSpec, SreSubmission
 
 from itbench import Agent, AgentContext, TaskView, Toolbox, ToolError
@@ -16,32 +19,59 @@ _SETTLED_S = 3.0
 #: The probes' fixed answer: the entry service with a common fault type, no propagation.
 CONSTANT = {"incident": True, "root_causes": ["frontend"], "fault_type": "bad_release"}
 
-_ALERT_TYPES = {
-    "MemoryHigh": "memory_leak",
-    "CpuSaturated": "cpu_saturation",
-    "QueueBacklog": "consumer_stopped",
-    "HighLatency": "network_latency",
-    "PoolSaturated": "pool_exhaustion",
+_ALERT_TYPES = {"HighLatency": "network_latency"}
+#: Fault type of each resource of the saturation symptom (the baseline's reading of it).
+_RESOURCE_TYPES = {
+    "memory": "memory_leak",
+    "cpu": "cpu_saturation",
+    "queue": "consumer_stopped",
+    "pool": "pool_exhaustion",
+    "fds": "fd_leak",
+    "threads": "thread_leak",
+    "disk": "disk_full",
 }
 
 
-def oracle(spec: SreSpec, toolbox: Toolbox) -> SreSubmission:
-    """Submit the ground truth and apply each fault's reference fix through the tools."""
+def oracle(spec: SreSpec, toolbox: Toolbox, handle: str = "") -> SreSubmission:
+    """Submit the ground truth and apply each fault's reference fix through the tools.
+
+    The propagation is the spread over the evaluator's windows (published in the harness's
+    memory by trial handle): the oracle waits the fault window out, measures it through the
+    ``query`` tool at the window's exact end, and only then acts, so the evaluator measures
+    the same window from the same data.
+    """
     truth = spec.truth()
     if not truth.incident:
         return SreSubmission(incident=False)
+    measured = _measured_spread(toolbox, handle, truth.root_causes)
     if "mitigation" in spec.task_types:
         for f in spec.faults:
             mech = faults.get(f.mechanism)
             assert mech.fix is not None
-            for tool, args in mech.fix(f.target, f.merged_params()):
+            for tool, args in mech.fix(f.chosen, f.merged_params()):
                 toolbox.call(tool, **args)
     return SreSubmission(
         incident=True,
         root_causes=list(truth.root_causes),
         fault_type=truth.fault_types[0] if truth.fault_types else None,
-        propagation=list(truth.propagation),
+        propagation=list(truth.propagation if measured is None else measured),
     )
+
+
+def _measured_spread(
+    toolbox: Toolbox, handle: str, roots: list[str]
+) -> list[tuple[str, str]] | None:
+    if handle not in HANDOVER:
+        return None
+    base, start = HANDOVER[handle]
+    end = start + FAULT_WINDOW_S
+    time.sleep(max(0.0, end + 1.0 - time.time()))
+
+    def query_at(promql: str, at: float) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = toolbox.call("query", promql=promql, at=at)
+        return rows
+
+    return spread.measure(query_at, base, (start, end), roots)
 
 
 def _depth(service: str) -> int:
@@ -83,9 +113,11 @@ def baseline(task: TaskView, toolbox: Toolbox) -> SreSubmission:
             if alert in names:
                 ftype = kind
                 break
+        if "Saturation" in names:
+            ftype = _saturated(toolbox, root) or ftype
     else:
         names = [a["name"] for a in firing]
-        root = "notification" if "QueueBacklog" in names else "frontend"
+        root = "frontend"
         ftype = _ALERT_TYPES.get(names[0], "bad_release")
     if "mitigation" in task.task_types:
         _mitigate(toolbox, root, down, hung)
@@ -95,6 +127,18 @@ def baseline(task: TaskView, toolbox: Toolbox) -> SreSubmission:
         fault_type=ftype,
         propagation=topology.propagation_chain(root),
     )
+
+
+def _saturated(toolbox: Toolbox, job: str) -> str | None:
+    """The fault type of the resource that saturates ``job`` most (from the rule's parts)."""
+    try:
+        rows = toolbox.call(
+            "query", promql=f'max by (resource) (({SATURATION}) and on (job) up{{job="{job}"}})'
+        )
+    except ToolError:
+        return None
+    best = max(rows, key=lambda r: float(r["value"]), default=None)
+    return _RESOURCE_TYPES.get(best["metric"].get("resource", "")) if best else None
 
 
 def _mitigate(toolbox: Toolbox, root: str, down: list[str], hung: list[str]) -> None:

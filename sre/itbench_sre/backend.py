@@ -23,6 +23,8 @@ class ChangeSet:
         redis_commands: Commands run on the environment's Redis.
         links: Mesh link state per edge ``caller->callee`` (replaces the current state).
         target_counts: Services whose scrape targets change to this many replicas.
+        sql: Statements run on the shop database as its superuser.
+        commands: Commands (argv) run on the host, for effects no other field has.
     """
 
     files: list[tuple[str, str]] = field(default_factory=list)
@@ -31,11 +33,20 @@ class ChangeSet:
     redis_commands: list[list[str]] = field(default_factory=list)
     links: dict[str, dict[str, Any]] | None = None
     target_counts: dict[str, int] = field(default_factory=dict)
+    sql: list[str] = field(default_factory=list)
+    commands: list[list[str]] = field(default_factory=list)
 
     def empty(self) -> bool:
         """Whether there is nothing to apply."""
         return (
-            not (self.files or self.programs or self.signals or self.redis_commands)
+            not (
+                self.files
+                or self.programs
+                or self.signals
+                or self.redis_commands
+                or self.sql
+                or self.commands
+            )
             and self.links is None
         )
 

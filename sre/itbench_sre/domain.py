@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
+from typing import Any
 
 from itbench_sre import agents, reference, scoring, topology
-from itbench_sre.embedded import recorded_shared, sweep
+from itbench_sre.embedded import recorded_shared, sweep, unmount_under
 from itbench_sre.environment import SreEnvironment, trial_root
 from itbench_sre.spec import TASK_TYPES, SreSpec, SreSubmission
 
@@ -31,8 +33,15 @@ class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
     ports_per_trial = topology.PORTS_PER_ENV
     task_types = TASK_TYPES
 
+    def draw(self, spec: SreSpec, ctx: TrialContext) -> tuple[SreSpec, dict[str, Any]]:
+        """The trial's problem: targets, parameters, noise and decoys drawn from the secret."""
+        concrete = spec.concrete(random.Random(ctx.secret_seed("sre-draw")))
+        return concrete, concrete.drawn_record()
+
     def create_environment(self, spec: SreSpec, ctx: TrialContext) -> SreEnvironment:
-        """A shop deployment for one trial."""
+        """A shop deployment for one trial (drawing the scenario first if the runner did not)."""
+        if not spec.drawn:
+            spec, _ = self.draw(spec, ctx)
         return SreEnvironment(spec, ctx)
 
     def evaluate(
@@ -48,7 +57,7 @@ class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
 
     def oracle(self, spec: SreSpec, task: TaskView, toolbox: Toolbox) -> SreSubmission | None:
         """Ground truth plus the reference fix, through the tools."""
-        return agents.oracle(spec, toolbox)
+        return agents.oracle(spec, toolbox, task.handle)
 
     def baseline(self, task: TaskView, toolbox: Toolbox) -> SreSubmission | None:
         """The deterministic heuristic agent."""
@@ -80,3 +89,4 @@ class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
             stop_group(pid)
         stop_recorded(root)
         sweep(root, recorded_shared(root))
+        unmount_under(root)

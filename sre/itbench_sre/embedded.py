@@ -6,8 +6,10 @@ import base64
 import contextlib
 import json
 import logging
+import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 import urllib.parse
@@ -36,7 +38,9 @@ JOB_PROGRAM = "reports"
 HARNESS_RECORD = "harness.json"
 _SHARED_NAME = re.compile(r"env-[0-9a-f]{12}")
 #: Entities whose configuration the tools expose (services, Redis, Prometheus).
-CONFIG_ENTITIES = tuple(s.name for s in topology.SERVICES) + ("redis", "prometheus")
+CONFIG_ENTITIES = tuple(s.name for s in topology.SERVICES) + ("redis", topology.DNS, "prometheus")
+#: Entities whose every configuration deployment is kept as a revision.
+REVISIONED = (*(s.name for s in topology.SERVICES), topology.DNS)
 
 
 def service_of(program: str) -> str:
@@ -80,6 +84,8 @@ class EmbeddedShop(ShopBackend):
         self.sup = Supervisor(self.ctl / "supervisor.sock")  # moved to a short path in deploy()
         self._torn_down = False
         self.certs: dict[str, str] = {}
+        #: Whether the data volume is a small file system of its own (needs root).
+        self.data_quota = False
         self._cert_files: dict[str, str] = {}
 
     # --- ports -------------------------------------------------------------------------
@@ -92,8 +98,13 @@ class EmbeddedShop(ShopBackend):
         return self.port(topology.instance_offset(instance))
 
     def edge_addr(self, caller: str, callee: str) -> str:
-        """Mesh address a caller uses for one upstream."""
-        return f"127.0.0.1:{self.port(topology.edge_offset(caller, callee))}"
+        """Address a caller uses for one upstream: a registry name for services, on the mesh."""
+        host = "127.0.0.1" if callee in topology.DATASTORES else f"{callee}.svc"
+        return f"{host}:{self.port(topology.edge_offset(caller, callee))}"
+
+    def dns_records(self) -> dict[str, Any]:
+        """The baseline name registry: every service's name on the mesh's address."""
+        return {"records": {f"{s.name}.svc": "127.0.0.1" for s in topology.SERVICES}, "ttl_s": 1}
 
     # --- rendering -----------------------------------------------------------------------
     def baseline_config(self, service: str) -> dict[str, Any]:
@@ -109,6 +120,7 @@ class EmbeddedShop(ShopBackend):
             "pool_timeout": 1.0,
             "max_rps": 7 if service == "frontend" else None,
             "memory_limit_mb": 160,
+            "max_open_files": 256,
             "flags": {},
             "tracing": {"enabled": self.traces},
         }
@@ -121,6 +133,7 @@ class EmbeddedShop(ShopBackend):
             cfg["tls"] = {"payment": {"ca": f"certs/{self.certs['ca']}"}}
         if service == "notification":
             cfg["consume"] = True
+            cfg["dead_letter"] = False
         if service == "cart":
             cfg["session_cache_mb"] = 6
         if service == "catalog":
@@ -317,6 +330,7 @@ class EmbeddedShop(ShopBackend):
             files[str(self.shop / "prometheus" / "targets" / f"{s.name}.json")] = self._targets(
                 s.name, s.replicas
             )
+        files[str(self.config_path(topology.DNS))] = json.dumps(self.dns_records(), indent=2) + "\n"
         files[str(self.shop / "redis" / "redis.conf")] = self._redis_conf()
         files[str(self.shop / "prometheus" / "prometheus.yml")] = self._prometheus_yml()
         files[str(self.shop / "prometheus" / "rules.yml")] = alert_rules()
@@ -368,6 +382,7 @@ class EmbeddedShop(ShopBackend):
         self.root.chmod(0o700)
         for d in (self.shop, self.ctl / "supervisor", self.ctl / "tsdb"):
             d.mkdir(parents=True, exist_ok=True)
+        self.data_quota = _mount_data_volume(self.shop / "data")
         self.ctl.chmod(0o700)
         shared = pgtemplate.shared_root() / f"env-{uuid.uuid4().hex[:12]}"
         shared.mkdir(mode=0o755)
@@ -422,8 +437,8 @@ class EmbeddedShop(ShopBackend):
             },
         )
         log.debug("deploy playbook took %.2fs", time.monotonic() - t0)
-        for s in topology.SERVICES:
-            self._add_revision(s.name, json.loads(rendered[str(self.config_path(s.name))]))
+        for entity in REVISIONED:
+            self._add_revision(entity, json.loads(rendered[str(self.config_path(entity))]))
         self._record_children()
         self.wait_listening()
 
@@ -481,11 +496,11 @@ class EmbeddedShop(ShopBackend):
         want = sum(s.replicas for s in topology.SERVICES) + 2
         return bool(up.get("result")) and float(up["result"][0]["value"][1]) >= want
 
-    def prom_ready(self) -> bool:
-        """Whether Prometheus answers its readiness endpoint within a second."""
+    def prom_ready(self, timeout: float = 1.0) -> bool:
+        """Whether Prometheus answers its readiness endpoint within ``timeout`` seconds."""
         try:
             with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.port(topology.PROMETHEUS)}/-/ready", timeout=1
+                f"http://127.0.0.1:{self.port(topology.PROMETHEUS)}/-/ready", timeout=timeout
             ) as resp:
                 return bool(resp.status == 200)
         except OSError:
@@ -505,6 +520,7 @@ class EmbeddedShop(ShopBackend):
         if self.supervisord is not None:
             self.supervisord.stop(timeout=8)
         sweep(self.root, self.shared)
+        unmount_under(self.root)
 
     def release_held(self) -> None:
         """Close the datastore connections the harness holds for a fault."""
@@ -547,6 +563,10 @@ class EmbeddedShop(ShopBackend):
                 "programs": [{"action": k, "names": v} for k, v in by_action.items()],
                 "redis_commands": changes.redis_commands,
                 "redis_port": self.port(topology.REDIS),
+                "sql": changes.sql,
+                "commands": changes.commands,
+                "pg_port": self.port(topology.POSTGRES),
+                "pg_database": pgtemplate.DB_NAME,
                 "supervisor_conf": str(self.ctl / "supervisord.conf"),
             },
         )
@@ -662,7 +682,7 @@ class EmbeddedShop(ShopBackend):
 
     def record_config(self, entity: str) -> None:
         """Record the current configuration of a service as a new revision (if it changed)."""
-        if entity in topology.BY_NAME:
+        if entity in REVISIONED:
             with contextlib.suppress(ValueError, OSError):
                 self._add_revision(entity, json.loads(self.read_config(entity)))
 
@@ -684,7 +704,8 @@ class EmbeddedShop(ShopBackend):
         target = earlier[-1]
         self.write_config(service, json.dumps(target["config"], indent=2) + "\n")
         self._add_revision(service, target["config"])
-        self.restart_service(service)
+        if service in topology.BY_NAME:
+            self.restart_service(service)
         return self.revisions(service)[-1]
 
     def restart_service(self, service: str) -> None:
@@ -701,6 +722,10 @@ class EmbeddedShop(ShopBackend):
             return self.shop / "config" / f"{entity}.json"
         if entity == "redis":
             return self.shop / "redis" / "redis.conf"
+        if entity == topology.DNS:
+            return self.shop / "config" / "dns.json"
+        if entity.startswith("shop:"):
+            return self.shop / entity.removeprefix("shop:")
         if entity == "prometheus":
             return self.shop / "prometheus" / "prometheus.yml"
         if entity == "prometheus-rules":
@@ -847,6 +872,36 @@ def _tail(path: Path, max_lines: int) -> list[str]:
     if size > max_lines * 220 and lines:
         lines = lines[1:]
     return lines[-max_lines:]
+
+
+#: Size of each environment's data volume (receipts, audit trails, dumps).
+DATA_VOLUME = "4m"
+
+
+def _mount_data_volume(path: Path) -> bool:
+    """Mount a small tmpfs on ``path`` (a file system with a quota); ``False`` without root."""
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        return False
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DATA_VOLUME},mode=0755", "tmpfs", str(path)],
+        capture_output=True,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+def unmount_under(root: Path) -> None:
+    """Unmount every file system mounted under ``root`` (a path the harness holds)."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return
+    prefix = str(root.resolve()) + "/"
+    for line in mounts:
+        parts = line.split()
+        if len(parts) > 1 and parts[1].startswith(prefix):
+            subprocess.run(["umount", "-l", parts[1]], capture_output=True, check=False)
 
 
 def sweep(root: Path, shared: Path | None) -> list[int]:

@@ -10,16 +10,26 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from itbench_sre import faults, topology
+from itbench_sre import faults, spread, topology
 from itbench_sre.backend import ChangeSet
 from itbench_sre.embedded import JOB_PROGRAM, EmbeddedShop
-from itbench_sre.spec import BLIP_DELAY_MS, NoiseSpec, SreSpec
+from itbench_sre.promproxy import PrometheusProxy
+from itbench_sre.spec import ALERT_BLIP_DELAY_MS, BLIP_DELAY_MS, DecoySpec, NoiseSpec, SreSpec
 from itbench_sre.tools import ActionJournal, build_tools
 
 from itbench import Environment, InfrastructureError, Tool, TrialContext
 
-#: Services whose newest release is faulty (no target of the compatible-release noise).
-_BUGGY = frozenset(faults.get("bad_release").targets)
+#: Seconds after the fault became observable that the spread is measured over (cut short by
+#: the agent's first action).
+FAULT_WINDOW_S = 5.0
+#: The measurement windows of each live trial, by trial handle: ``(baseline, fault start)``.
+#: In the harness's memory only: the oracle reads its own trial's to submit the spread the
+#: evaluator will measure.
+HANDOVER: dict[str, tuple[tuple[float, float], float]] = {}
+#: Seconds the restarted instances of the decoy changes get before the faults start.
+_SETTLE_S = 1.5
+#: Seconds a check of a signature counts as shown after it last held.
+_HELD_S = 10.0
 #: Files whose change means monitoring was tampered with.
 MONITORING_FILES = ("prometheus", "prometheus-rules")
 #: Programs of the harness that the evaluator relies on (never operated by the agent's tools).
@@ -72,6 +82,11 @@ class SreEnvironment(Environment):
         self.trigger_until = 0.0
         #: (pid, start time) of each harness server, taken at the end of setup.
         self.identities: dict[str, tuple[int, float] | None] = {}
+        self.proxy = PrometheusProxy(ctx.port(topology.PROM_API), ctx.port(topology.PROMETHEUS))
+        self.serving_since: float | None = None
+        self.quiet_until: float | None = None
+        #: The fault's spread, measured when the agent starts.
+        self.spread: list[tuple[str, str]] = []
 
     # --- lifecycle ---------------------------------------------------------------------------
     def setup(self) -> None:
@@ -79,6 +94,8 @@ class SreEnvironment(Environment):
         start = time.time()
         self.shop.deploy()
         self.shop.wait_serving(start)
+        self.serving_since = time.time()
+        self.proxy.start()
         self.baseline = {
             "replicas": {s.name: s.replicas for s in topology.SERVICES},
             "files": {e: _digest(self.shop.read_config(e)) for e in MONITORING_FILES},
@@ -140,45 +157,60 @@ class SreEnvironment(Environment):
             return None
 
     def inject(self) -> None:
-        """Play the noise and fault change sets."""
+        """Play the noise, the decoy history, then the faults."""
+        self.quiet_until = time.time()
         for noise in self.spec.noise:
             self._noise(noise)
+        for decoy in self.spec.decoy_changes:
+            self._decoy(decoy)
+        if self.spec.decoy_changes:
+            # Restarted instances serve again before the faults start (no blip in their window).
+            time.sleep(_SETTLE_S)
         self.trigger_until = 0.0
+        self.injected_at = time.time()
         for f in self.spec.faults:
             mech = faults.get(f.mechanism)
             params = f.merged_params()
-            self.shop.apply(mech.inject(self.shop, f.target, params))
+            self.shop.apply(mech.inject(self.shop, f.chosen, params))
             if mech.trigger is not None:
-                self.shop.apply(mech.trigger(self.shop, f.target, params))
+                self.shop.apply(mech.trigger(self.shop, f.chosen, params))
                 seconds = float(params.get("trigger_seconds", 5))
                 self.trigger_until = max(self.trigger_until, time.time() + seconds)
                 timer = threading.Timer(seconds, self._clear_blip)
                 timer.daemon = True
                 timer.start()
                 self._timers.append(timer)
-        self.injected_at = time.time()
+        # The workload's offered rate is part of the problem (a surge): what tampering is
+        # judged against is what the faults left.
+        self.baseline["loadgen"] = _digest(self.shop.read_private("loadgen.json"))
+
+    def _decoy(self, decoy: DecoySpec) -> None:
+        """A routine compatible change: a patch release or a tuning value, deployed."""
+        cfg = json.loads(self.shop.read_config(decoy.target))
+        if decoy.kind == "patch_release":
+            cfg["release"] = topology.BY_NAME[decoy.target].patch
+        else:
+            cfg[decoy.key] = decoy.value
+        self.shop.apply(
+            ChangeSet(
+                files=[(decoy.target, json.dumps(cfg, indent=2) + "\n")],
+                signals=[
+                    (i, "TERM")
+                    for i in topology.instances(
+                        decoy.target, topology.BY_NAME[decoy.target].replicas
+                    )
+                ],
+            )
+        )
 
     def _noise(self, noise: NoiseSpec) -> None:
         if noise.kind == "restart_replica":
-            self.shop.apply(ChangeSet(programs=[("restart", noise.target)]))
+            self.shop.apply(ChangeSet(programs=[("restart", noise.target or "")]))
         elif noise.kind == "compatible_release":
-            if noise.target in _BUGGY:
-                raise InfrastructureError(f"{noise.target}'s new release is not compatible")
-            cfg = json.loads(self.shop.read_config(noise.target))
-            cfg["release"] = topology.BY_NAME[noise.target].releases[-1]
-            self.shop.apply(
-                ChangeSet(
-                    files=[(noise.target, json.dumps(cfg, indent=2) + "\n")],
-                    programs=[
-                        ("restart", i)
-                        for i in topology.instances(
-                            noise.target, topology.BY_NAME[noise.target].replicas
-                        )
-                    ],
-                )
-            )
-        elif noise.kind == "latency_blip":
-            self.shop.apply(ChangeSet(links={noise.target: {"delay_ms": BLIP_DELAY_MS}}))
+            self._decoy(DecoySpec(kind="patch_release", target=noise.target or ""))
+        elif noise.kind in ("latency_blip", "alert_blip"):
+            delay = BLIP_DELAY_MS if noise.kind == "latency_blip" else ALERT_BLIP_DELAY_MS
+            self.shop.apply(ChangeSet(links={noise.target or "": {"delay_ms": delay}}))
             timer = threading.Timer(noise.seconds, self._clear_blip)
             timer.daemon = True
             timer.start()
@@ -198,7 +230,7 @@ class SreEnvironment(Environment):
         links: dict[str, dict[str, Any]] = {}
         for f in self.spec.faults:
             mech = faults.get(f.mechanism)
-            change = mech.inject(self.shop, f.target, f.merged_params())
+            change = mech.inject(self.shop, f.chosen, f.merged_params())
             if change.links:
                 links.update(change.links)
         return links
@@ -208,46 +240,106 @@ class SreEnvironment(Environment):
         data = self.shop.prom("/api/v1/alerts", {})
         return [a["labels"] for a in data.get("alerts", []) if a["state"] == "firing"]
 
-    def wait_observable(self, timeout: float) -> None:
-        """Wait until each fault raises one of its expected alerts (control: a quiet shop)."""
-        end = time.monotonic() + timeout
-        wanted = [faults.get(f.mechanism).alerts(f.target) for f in self.spec.faults]
-        quiet = 0
-        last: list[dict[str, str]] = []
-        while time.monotonic() < end:
+    def holds(self, check: faults.Check) -> bool:
+        """Whether one observable condition of a fault holds now."""
+        if check.promql:
             try:
-                last = self.firing()
-            except RuntimeError:
-                time.sleep(0.2)
-                continue
-            if not wanted and not self.shop.scraping():
+                return bool(self.shop.prom("/api/v1/query", {"query": check.promql})["result"])
+            except (RuntimeError, KeyError):
+                return False
+        since = time.time() - 10
+        for line in reversed(self.shop.log_lines(check.log_service)):
+            if check.log_text in line:
+                try:
+                    return float(json.loads(line).get("ts", 0)) >= since
+                except ValueError:
+                    continue
+        return False
+
+    def wait_observable(self, timeout: float) -> None:
+        """Wait until every fault shows its observable signature (control: a scraped shop).
+
+        Readiness never looks at alerts: some faults raise none at handover, and a control
+        may start with a noise alert firing (then the readiness waits for it).
+        """
+        end = time.monotonic() + timeout
+        checks = [
+            faults.get(f.mechanism).signature(f.chosen, f.merged_params()) for f in self.spec.faults
+        ]
+        blips = [n for n in self.spec.noise if n.kind == "alert_blip"]
+        missing: list[str] = []
+        # When each check last held: an intermittent effect (a flapping link, sparse failing
+        # calls) counts as shown for a while.
+        held: dict[faults.Check, float] = {}
+        while time.monotonic() < end:
+            if not self.shop.scraping():
                 time.sleep(0.25)
                 continue
-            if wanted:
+            if checks:
                 # A fault with a transient trigger is observable only once it outlived it.
                 if time.time() < self.trigger_until + 2:
                     time.sleep(0.25)
                     continue
-                if all(any(self._matches(e, last) for e in exp) for exp in wanted):
+                now = time.monotonic()
+                for check in {c for group in checks for c in group}:
+                    if self.holds(check):
+                        held[check] = now
+                missing = [
+                    c.describe()
+                    for group in checks
+                    for c in group
+                    if now - held.get(c, -1e9) > _HELD_S
+                ]
+                if not missing:
                     self.observable_at = time.time()
                     return
             else:
-                quiet = quiet + 1 if not last else 0
-                if quiet >= 3:
+                try:
+                    firing = self.firing()
+                except RuntimeError:
+                    firing = []
+                if not blips or firing:
                     self.observable_at = time.time()
                     return
+                missing = ["the noise's alert"]
             time.sleep(0.25)
-        names = sorted({a.get("alertname", "?") + "/" + a.get("job", "") for a in last})
         raise InfrastructureError(
-            f"fault not observable within {timeout:.0f}s; firing: {', '.join(names) or 'none'}"
+            f"fault not observable within {timeout:.0f}s; missing: {', '.join(missing) or 'scrapes'}"
         )
 
-    @staticmethod
-    def _matches(exp: faults.Expectation, firing: list[dict[str, str]]) -> bool:
-        return any(
-            a.get("alertname") == exp.alert and (exp.job is None or a.get("job") == exp.job)
-            for a in firing
-        )
+    def agent_started(self) -> None:
+        """Publish the spread's measurement windows for the oracle (harness memory only)."""
+        if self.observable_at is not None and self.serving_since is not None:
+            base = (self.serving_since, self.quiet_until or self.observable_at)
+            HANDOVER[self.ctx.trial_id] = (base, self.observable_at)
+
+    def measure_spread(self) -> list[tuple[str, str]] | None:
+        """The fault's spread: degraded call edges in the fault window, connected to the roots.
+
+        The fault window runs from when the fault became observable for
+        :data:`FAULT_WINDOW_S` seconds, or to the agent's first action if that came sooner;
+        the baseline window from when the shop served until the first noise or fault.
+        ``None`` for a trial that never became observable.
+        """
+        if self.observable_at is None or self.serving_since is None:
+            return None
+        end = self.observable_at + FAULT_WINDOW_S
+        if self.journal.entries:
+            end = min(end, float(self.journal.entries[0]["at"]))
+        # The window's last scrape must be in the database before it is read.
+        time.sleep(max(0.0, end + 1.0 - time.time()))
+        base = (self.serving_since, self.quiet_until or self.observable_at)
+        try:
+            self.spread = spread.measure(
+                self._query_at, base, (self.observable_at, end), self.spec.truth().root_causes
+            )
+        except RuntimeError as exc:
+            raise InfrastructureError(f"cannot measure the fault's spread: {exc}") from exc
+        return self.spread
+
+    def _query_at(self, promql: str, at: float) -> list[dict[str, Any]]:
+        data = self.shop.prom("/api/v1/query", {"query": promql, "time": f"{at:.3f}"})
+        return [{"metric": r["metric"], "value": r["value"][1]} for r in data.get("result", [])]
 
     def tools(self) -> list[Tool]:
         """The agent's tools."""
@@ -259,14 +351,17 @@ class SreEnvironment(Environment):
             "system": "a web shop of HTTP services with Redis, PostgreSQL, a queue, "
             "a mesh proxy on every call edge, Prometheus and a load generator",
             "entities": topology.entities(),
+            "edges": [topology.edge_name(c, u) for c, u in topology.edges()],
+            "prometheus": self.proxy.url,
             "fault_types": list(faults.FAULT_TYPES),
             "slo": {
                 "success_ratio": self.spec.slo.success_ratio,
                 "p95_ms": self.spec.slo.p95_ms,
             },
             "traces": self.spec.traces,
-            "answer": "incident: true/false; root_causes: ranked entity names; fault_type; "
-            "propagation: [[from, to], ...] edges from the root cause towards the shoppers",
+            "answer": "incident: true/false; root_causes: the root-cause entities, most likely "
+            "first (a network link as its edge caller->callee); fault_type; propagation: "
+            "[[from, to], ...] the call edges that degraded, from the cause towards the shoppers",
             "batch_job": JOB_PROGRAM,
         }
 
@@ -274,6 +369,8 @@ class SreEnvironment(Environment):
         """Stop everything (idempotent)."""
         for timer in self._timers:
             timer.cancel()
+        self.proxy.stop()
+        HANDOVER.pop(self.ctx.trial_id, None)
         self.shop.teardown()
 
     # --- integrity ---------------------------------------------------------------------------
@@ -324,7 +421,9 @@ class SreEnvironment(Environment):
                 problems.append(f"{name} was replaced (pid {before and before[0]} -> {after[0]})")
         if now.get("supervisord") is not None and not self.shop.sup.alive():
             problems.append("supervisord does not answer")
-        if now.get("prometheus") is not None and not self.shop.prom_ready():
+        if now.get("prometheus") is not None and not any(
+            self.shop.prom_ready(timeout=5) for _ in range(3)
+        ):
             problems.append("prometheus does not answer")
         return problems
 

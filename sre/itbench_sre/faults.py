@@ -9,6 +9,7 @@ a target and parameters. Nothing here is visible to the agent.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 from itbench_sre import topology
 from itbench_sre.backend import ChangeSet
 from itbench_sre.embedded import JOB_PROGRAM, EmbeddedShop
+
+from itbench import InfrastructureError
 
 #: Fault types an agent may name (the vocabulary is public; which one applies is not).
 FAULT_TYPES = (
@@ -40,6 +43,19 @@ FAULT_TYPES = (
     "capacity_loss",
     "consumer_stopped",
     "certificate_expired",
+    "fd_leak",
+    "thread_leak",
+    "connection_leak",
+    "clock_skew",
+    "traffic_surge",
+    "slow_consumer",
+    "poison_message",
+    "schema_migration",
+    "gray_failure",
+    "dns_misconfiguration",
+    "partial_failure",
+    "disk_full",
+    "cascading_timeout",
 )
 
 #: A closed port inside every environment's block (nothing listens there).
@@ -48,12 +64,58 @@ DEAD_PORT_OFFSET = 99
 Fix = list[tuple[str, dict[str, Any]]]
 
 
-@dataclass(frozen=True)
-class Expectation:
-    """An alert the fault must raise: its name and, optionally, the job it is about."""
+#: Window of the rates in signatures (ten scrapes).
+RATE = "5s"
 
-    alert: str
-    job: str | None = None
+
+@dataclass(frozen=True)
+class Check:
+    """One observable condition of a fault.
+
+    A PromQL expression that returns a sample, or a log record of a service that contains a
+    text.
+
+    A fault is observable when every check of its signature holds at once.
+    """
+
+    promql: str = ""
+    log_service: str = ""
+    log_text: str = ""
+
+    def describe(self) -> str:
+        """The condition as text (for the reference and the README)."""
+        if self.promql:
+            return f"`{self.promql}`"
+        return f"a log record of `{self.log_service}` containing `{self.log_text}`"
+
+
+def errors_of(job: str, at_least: int = 3) -> Check:
+    """The service answered errors recently (slow failing requests make a sparse rate)."""
+    return Check(
+        f'sum(increase(http_requests_total{{job="{job}",code=~"5..|401"}}[10s])) >= {at_least}'
+    )
+
+
+def upstream_errors(job: str, upstream: str, at_least: int = 2) -> Check:
+    """Calls of ``job`` to ``upstream`` failed recently."""
+    return Check(
+        f'sum(increase(upstream_requests_total{{job="{job}",upstream="{upstream}",outcome="error"}}'
+        f"[10s])) >= {at_least}"
+    )
+
+
+def upstream_slow(job: str, upstream: str, seconds: float) -> Check:
+    """Calls of ``job`` to ``upstream`` take longer than ``seconds`` on average."""
+    sel = f'{{job="{job}",upstream="{upstream}"}}'
+    return Check(
+        f"sum(rate(upstream_request_duration_seconds_sum{sel}[{RATE}])) / "
+        f"sum(rate(upstream_request_duration_seconds_count{sel}[{RATE}])) > {seconds}"
+    )
+
+
+def unscraped(selector: str) -> Check:
+    """A target of ``selector`` could not be scraped in the last seconds."""
+    return Check(f"min_over_time(up{{{selector}}}[5s]) == 0")
 
 
 #: How the reference and the error messages name a parameter's type.
@@ -141,7 +203,7 @@ class Mechanism:
         recover: ``(shop, target, params) -> ChangeSet`` restoring the baseline.
         root: Root-cause entity of a target.
         aliases: Extra names accepted for the root cause.
-        alerts: Alerts expected while the fault is active.
+        signature: The fault's observable signature (every check holds while it is active).
         fix: Reference fix as tool calls, or ``None`` when no tool can mitigate the fault.
         summary: What the fault does to the shop (for scenario authors).
         params: The parameters a scenario may set, each with its default.
@@ -155,12 +217,14 @@ class Mechanism:
     inject: Callable[[EmbeddedShop, str, dict[str, Any]], ChangeSet]
     recover: Callable[[EmbeddedShop, str, dict[str, Any]], ChangeSet]
     root: Callable[[str], str]
-    alerts: Callable[[str], list[Expectation]]
+    signature: Callable[[str, dict[str, Any]], list[Check]]
     fix: Callable[[str, dict[str, Any]], Fix] | None
     summary: str
     params: tuple[Param, ...] = ()
     aliases: Callable[[str], list[str]] = lambda target: []
     trigger: Callable[[EmbeddedShop, str, dict[str, Any]], ChangeSet] | None = None
+    #: What the signature means, in words (the README's table).
+    observable: str = ""
 
     @property
     def mitigable(self) -> bool:
@@ -231,8 +295,8 @@ def _same(target: str) -> str:
     return target
 
 
-def _errors(target: str) -> list[Expectation]:
-    return [Expectation("HighErrorRate", target)]
+def _errors(target: str, params: dict[str, Any]) -> list[Check]:
+    return [errors_of(target)]
 
 
 def _rollback(target: str, params: dict[str, Any]) -> Fix:
@@ -310,15 +374,8 @@ def _clear_links(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> Cha
     return ChangeSet(links={})
 
 
-def _edge_alerts(alert: str) -> Callable[[str], list[Expectation]]:
-    def alerts(target: str) -> list[Expectation]:
-        return [Expectation(alert, _edge_parts(target)[0])]
-
-    return alerts
-
-
-def _edge_aliases(target: str) -> list[str]:
-    return [target, topology.MESH]
+def _edge_errors(target: str, params: dict[str, Any]) -> list[Check]:
+    return [upstream_errors(*_edge_parts(target))]
 
 
 _JOB_FILE = f"ctl:jobs/{JOB_PROGRAM}.json"
@@ -351,8 +408,18 @@ def _fill_redis(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> Chan
     )
 
 
-def _flags(target: str) -> tuple[str, ...]:
-    return topology.FLAGS.get(target, ())
+def _flags_of(kind: dict[str, str]) -> Callable[[str], tuple[str, ...]]:
+    """The flag of each target whose code path has one effect (errors, CPU, memory)."""
+
+    def choices(target: str) -> tuple[str, ...]:
+        return (kind[target],) if target in kind else ()
+
+    return choices
+
+
+_ERROR_FLAGS = _flags_of({"catalog": "dynamic_pricing", "checkout": "gift_wrap"})
+_CPU_FLAGS = _flags_of({"currency": "precise_rounding", "recommendation": "personalized"})
+_MEMORY_FLAGS = _flags_of({"cart": "session_cache"})
 
 
 def _callees(target: str) -> tuple[str, ...]:
@@ -383,10 +450,12 @@ _register(
         _config_change(_bad_value),
         _restore,
         _same,
-        lambda t: [Expectation("InstanceDown", t)],
+        lambda t, p: [unscraped(f'job="{t}"')],
         _rollback,
         summary="Deploys a configuration with a value the service cannot parse: every "
         "instance exits at start.",
+        observable="the service's targets cannot be scraped; its instances keep restarting; "
+        "its log says the configuration is invalid",
         params=(
             Param("key", str, "pool_size", "Top-level configuration key that is overwritten."),
             Param("value", object, "eight", "The unparseable value written to `key`."),
@@ -404,10 +473,12 @@ _register(
         lambda shop, t, p: ChangeSet(signals=[(t, "HUP")]),
         lambda shop, t, p: ChangeSet(programs=[("restart", t)]),
         lambda t: t.rsplit("-", 1)[0],
-        lambda t: [Expectation("InstanceDown", t.rsplit("-", 1)[0])],
+        lambda t, p: [unscraped(f'instance="{t}"')],
         lambda t, p: [("restart", {"target": t})],
         summary="One instance stops answering while its process stays alive, until restarted.",
         aliases=lambda t: [t],
+        observable="the instance cannot be scraped while its process runs (state S) with a "
+        "long uptime; its callers time out",
     )
 )
 _register(
@@ -418,9 +489,11 @@ _register(
         _config_change(_wrong_upstream),
         _restore,
         _same,
-        lambda t: [Expectation("UpstreamErrors", t)],
+        lambda t, p: [upstream_errors(t, p["upstream"])],
         _rollback,
         summary="Deploys a configuration that points one upstream of the service at a closed port.",
+        observable="the service's calls to that upstream fail (connection refused) while the "
+        "upstream's other callers succeed",
         params=(
             Param(
                 "upstream",
@@ -445,6 +518,7 @@ _register(
         summary="Deploys a configuration with a wrong PostgreSQL password: the service's "
         "database queries fail.",
         params=(Param("password", str, "shop-sandbox-pw-2", "The wrong password deployed."),),
+        observable="the service's database queries fail (password authentication failed) since its configuration changed",
     )
 )
 _register(
@@ -458,7 +532,8 @@ _register(
         _errors,
         lambda t, p: _set_and_restart({f"flags.{p['flag']}": False})(t, p),
         summary="Turns on a feature flag whose code path fails requests.",
-        params=(Param("flag", str, "dynamic_pricing", _FLAG_MEANING, choices=_flags),),
+        params=(Param("flag", str, "dynamic_pricing", _FLAG_MEANING, choices=_ERROR_FLAGS),),
+        observable="the service answers errors on the flag's code path since its configuration changed",
     )
 )
 _register(
@@ -469,8 +544,11 @@ _register(
         _config_change(_new_release),
         _restore,
         _same,
-        lambda t: [Expectation("HighErrorRate" if t != "catalog" else "HighLatency", t)],
+        lambda t, p: [
+            errors_of(t) if t != "catalog" else upstream_slow("frontend", "catalog", 0.2)
+        ],
         _rollback,
+        observable="the service answers errors (catalog: slow answers) since its release changed",
         summary="Deploys the service's newest release, which is faulty (errors; catalog's is "
         "slow).",
     )
@@ -483,10 +561,12 @@ _register(
         _config_change(_flag_on),
         _restore,
         _same,
-        lambda t: [Expectation("MemoryHigh", t)],
+        lambda t, p: [Check(f'max(process_resident_memory_bytes{{job="{t}"}}) > 95e6')],
         lambda t, p: _set_and_restart({"flags.session_cache": False})(t, p),
+        observable="the service's resident memory climbs to its limit; the instance is killed "
+        "and restarted",
         summary="Turns on a cache that grows with the traffic: the service's memory climbs.",
-        params=(Param("flag", str, "session_cache", _FLAG_MEANING, choices=_flags),),
+        params=(Param("flag", str, "session_cache", _FLAG_MEANING, choices=_MEMORY_FLAGS),),
     )
 )
 _register(
@@ -497,10 +577,11 @@ _register(
         _config_change(_flag_on),
         _restore,
         _same,
-        lambda t: [Expectation("CpuSaturated", t), Expectation("HighLatency", t)],
+        lambda t, p: [Check(f'max(rate(process_cpu_seconds_total{{job="{t}"}}[{RATE}])) > 0.4')],
         lambda t, p: _set_and_restart({f"flags.{p['flag']}": False})(t, p),
+        observable="the service uses most of a core and answers slowly",
         summary="Turns on a feature flag whose code path burns CPU on every request.",
-        params=(Param("flag", str, "precise_rounding", _FLAG_MEANING, choices=_flags),),
+        params=(Param("flag", str, "precise_rounding", _FLAG_MEANING, choices=_CPU_FLAGS),),
     )
 )
 _EDGES = tuple(f"{c}->{u}" for c, u in topology.edges() if u not in topology.DATASTORES)
@@ -511,12 +592,13 @@ _register(
         _EDGES,
         _link("delay_ms"),
         _clear_links,
-        lambda t: _edge_parts(t)[1],
-        _edge_alerts("HighLatency"),
+        _same,
+        lambda t, p: [upstream_slow(*_edge_parts(t), 0.4)],
         None,
         summary="The mesh delays every request on one call edge.",
         params=(Param("delay_ms", float, 700, "Delay added per request, ms.", minimum=0),),
-        aliases=_edge_aliases,
+        observable="the caller's calls to the callee are slow while the callee's own latency "
+        "and its other callers are normal",
     )
 )
 _register(
@@ -526,12 +608,13 @@ _register(
         _EDGES,
         _link("loss"),
         _clear_links,
-        lambda t: _edge_parts(t)[1],
-        _edge_alerts("UpstreamErrors"),
+        _same,
+        _edge_errors,
         None,
         summary="The mesh drops a share of the connections on one call edge.",
         params=(Param("loss", float, 0.6, "Share of connections dropped.", minimum=0, maximum=1),),
-        aliases=_edge_aliases,
+        observable="a share of the caller's calls to the callee fail (connection closed) while "
+        "the callee serves its other callers",
     )
 )
 _register(
@@ -541,12 +624,13 @@ _register(
         _EDGES,
         _link("reset"),
         _clear_links,
-        lambda t: _edge_parts(t)[1],
-        _edge_alerts("UpstreamErrors"),
+        _same,
+        _edge_errors,
         None,
         summary="The mesh resets a share of the connections on one call edge.",
         params=(Param("reset", float, 0.6, "Share of connections reset.", minimum=0, maximum=1),),
-        aliases=_edge_aliases,
+        observable="a share of the caller's calls to the callee fail (connection reset) while "
+        "the callee serves its other callers",
     )
 )
 _register(
@@ -556,11 +640,11 @@ _register(
         _EDGES,
         _link("cut"),
         _clear_links,
-        lambda t: _edge_parts(t)[1],
-        _edge_alerts("UpstreamErrors"),
+        _same,
+        _edge_errors,
         None,
         summary="The mesh cuts one call edge: requests vanish and the caller times out.",
-        aliases=_edge_aliases,
+        observable="every call of the caller to the callee times out; the callee sees none of them",
     )
 )
 _register(
@@ -571,8 +655,9 @@ _register(
         lambda shop, t, p: ChangeSet(programs=[("stop", "redis")]),
         lambda shop, t, p: ChangeSet(programs=[("start", "redis")]),
         _same,
-        lambda t: [Expectation("HighErrorRate", "cart")],
+        lambda t, p: [errors_of("cart")],
         lambda t, p: [("start", {"target": "redis"})],
+        observable="Redis is stopped; its clients' calls fail (connection refused)",
         summary="Stops Redis.",
     )
 )
@@ -584,8 +669,9 @@ _register(
         _fill_redis,
         lambda shop, t, p: ChangeSet(redis_commands=[["FLUSHALL"]]),
         _same,
-        lambda t: [Expectation("HighErrorRate", "cart")],
+        lambda t, p: [errors_of("cart")],
         lambda t, p: [("restart", {"target": "redis"})],
+        observable="Redis refuses writes (OOM command not allowed) in its clients' logs",
         summary="Fills Redis past its memory limit (no eviction): its writes fail.",
         params=(Param("megabytes", int, 72, "Data written, MB (in steps of 8).", minimum=8),),
     )
@@ -598,10 +684,12 @@ _register(
         lambda shop, t, p: _job(shop, {"connections": int(p["connections"])}),
         _restore_job,
         _same,
-        lambda t: [Expectation("HighErrorRate", "catalog")],
+        lambda t, p: [errors_of("catalog")],
         lambda t, p: [("stop", {"target": JOB_PROGRAM})],
         summary=f"The batch job `{JOB_PROGRAM}` holds many PostgreSQL sessions and exhausts "
         "the server's connection slots.",
+        observable="PostgreSQL's clients fail to connect (too many clients) while no service's "
+        "open files grow",
         params=(Param("connections", int, 40, "Sessions the job keeps open.", minimum=1),),
         aliases=lambda t: [JOB_PROGRAM],
     )
@@ -614,10 +702,11 @@ _register(
         lambda shop, t, p: _job(shop, {"connections": 1, "lock_table": p["table"]}),
         _restore_job,
         _same,
-        lambda t: [Expectation("HighErrorRate", "catalog")],
+        lambda t, p: [errors_of("catalog")],
         lambda t, p: [("stop", {"target": JOB_PROGRAM})],
         summary=f"The batch job `{JOB_PROGRAM}` holds an exclusive lock on a table, so "
         "queries on it wait.",
+        observable="queries on the locked table time out in the catalog's log; its pool stays busy",
         params=(
             Param(
                 "table",
@@ -644,6 +733,7 @@ _register(
             Param("pool_size", int, 1, "Connections in the pool.", minimum=1),
             Param("pool_timeout", float, 0.01, "Pool acquire timeout, seconds.", minimum=0),
         ),
+        observable="the service's database pool is always in use and requests fail waiting for a connection",
     )
 )
 _register(
@@ -672,6 +762,7 @@ _register(
                 choices=_fewer_replicas,
             ),
         ),
+        observable="fewer replicas than usual run; they shed load (503 over capacity)",
     )
 )
 _register(
@@ -682,8 +773,9 @@ _register(
         _config_change(_no_consumer),
         _restore,
         _same,
-        lambda t: [Expectation("QueueBacklog")],
+        lambda t, p: [Check("max(queue_depth) > 6")],
         _rollback,
+        observable="the order queue grows and nothing consumes it; shoppers are unaffected",
         summary="Deploys a configuration with the queue consumer off: the queue backs up.",
     )
 )
@@ -695,8 +787,9 @@ _register(
         _config_change(_lapsed_cert),
         _restore,
         _same,
-        lambda t: [Expectation("UpstreamErrors", "checkout")],
+        lambda t, p: [upstream_errors("checkout", "payment")],
         _rollback,
+        observable="checkout's calls to payment fail the TLS handshake (certificate expired)",
         summary="Deploys a lapsed TLS certificate: the service's callers fail the handshake.",
     )
 )
@@ -730,8 +823,10 @@ _register(
         _storm_clients,
         _storm_recover,
         _same,
-        lambda t: [Expectation("UpstreamErrors", t)],
+        lambda t, p: [upstream_errors(t, "catalog")],
         lambda t, p: [("rollback", {"service": t}), ("rollback", {"service": "catalog"})],
+        observable="the service's calls to catalog keep timing out and being retried after the "
+        "transient slowdown ended",
         summary="Gives the service short timeouts and many retries towards catalog and shrinks "
         "catalog's capacity; a transient delay on the edge starts a retry storm that outlives "
         "it.",
@@ -751,6 +846,473 @@ _register(
 )
 
 
+# --- resource leaks, hangs, time, traffic, queues, schema, replicas, names -------------------
+
+
+def _flag_fix(target: str, params: dict[str, Any]) -> Fix:
+    return _set_and_restart({f"flags.{params['flag']}": False})(target, params)
+
+
+def _targets_with(flag: str) -> tuple[str, ...]:
+    return tuple(s for s, flags in topology.FLAGS.items() if flag in flags)
+
+
+_register(
+    Mechanism(
+        "deadlock",
+        "process_hang",
+        ("currency-0", "catalog-0", "shipping-0", "payment-0", "cart-0", "cart-1"),
+        # The diagnostics signal switches on detailed request statistics, whose lock order
+        # is the reverse of their flusher's: the request workers deadlock within moments.
+        lambda shop, t, p: ChangeSet(signals=[(t, "USR1")]),
+        lambda shop, t, p: ChangeSet(programs=[("restart", t)]),
+        lambda t: t.rsplit("-", 1)[0],
+        lambda t, p: [
+            Check(f'inflight_requests{{instance="{t}"}} > 3'),
+            Check(f'sum(rate(http_requests_total{{instance="{t}"}}[{RATE}])) < 0.05'),
+        ],
+        lambda t, p: [("restart", {"target": t})],
+        summary="The request workers of one instance deadlock on two locks; the process "
+        "lives, sleeps and still answers its metrics endpoint.",
+        aliases=lambda t: [t],
+        observable="the instance is scraped (up) but serves no request: its in-flight requests "
+        "pile up and its request rate drops to zero; callers time out",
+    )
+)
+
+
+def _flag_leak(
+    name: str, flag: str, signature: Callable[[str], list[Check]], summary: str, observable: str
+) -> Mechanism:
+    """A leak that a flag turns on (its fix: the flag off and a restart)."""
+    return Mechanism(
+        name,
+        name,
+        _targets_with(flag),
+        _config_change(_flag_on),
+        _restore,
+        _same,
+        lambda t, p: signature(t),
+        _flag_fix,
+        summary=summary,
+        params=(Param("flag", str, flag, _FLAG_MEANING, choices=lambda t: (flag,)),),
+        observable=observable,
+    )
+
+
+_register(
+    _flag_leak(
+        "fd_leak",
+        "audit_trail",
+        lambda t: [Check(f'max(process_open_fds{{job="{t}"}} / process_max_fds) > 0.6')],
+        "Turns on an audit trail that opens files per request and never closes them: the "
+        "service runs out of file descriptors.",
+        "the service's open file descriptors climb to its limit; then it fails to accept "
+        "connections and to reach its datastores",
+    )
+)
+_register(
+    _flag_leak(
+        "thread_leak",
+        "background_refresh",
+        lambda t: [Check(f'max(process_threads{{job="{t}"}}) > 120')],
+        "Turns on a background refresh that starts a thread per request and never ends it: "
+        "threads pile up and compete for the interpreter.",
+        "the service's thread count climbs without bound; its CPU and latency rise",
+    )
+)
+_register(
+    _flag_leak(
+        "connection_leak",
+        "statement_cache",
+        lambda t: [Check(f'max(process_open_fds{{job="{t}"}}) > 36'), errors_of(t)],
+        "Turns on a statement cache that opens a database session per request and keeps it: "
+        "PostgreSQL runs out of connection slots for every client.",
+        "the leaking service's open descriptors (its sessions) grow; every database client "
+        "then fails to connect (too many clients)",
+    )
+)
+
+
+def _skew(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    return ChangeSet(
+        files=[(f"shop:run/clock/{target}", f"{float(params['offset_s'])}\n")],
+        signals=[(target, "USR2")],
+    )
+
+
+_register(
+    Mechanism(
+        "clock_skew",
+        "clock_skew",
+        ("checkout-0", "payment-0", "shipping-0", "recommendation-0", "frontend-0"),
+        _skew,
+        lambda shop, t, p: ChangeSet(programs=[("restart", t)]),
+        lambda t: t.rsplit("-", 1)[0],
+        lambda t, p: [
+            Check(
+                f'sum(rate(http_requests_total{{instance="{t}",code="401"}}[{RATE}])) > 0.1 or '
+                f'sum(rate(upstream_requests_total{{instance="{t}",outcome="error"}}[{RATE}]))'
+                " > 0.1"
+            )
+        ],
+        lambda t, p: [("restart", {"target": t})],
+        summary="The instance's clock jumps by `offset_s`: it refuses its callers' requests, and "
+        "the services it calls refuse its own, as dated outside the allowed window (until a "
+        "restart re-syncs it).",
+        params=(
+            Param(
+                "offset_s", float, 320, "Clock step, seconds (beyond the 30 s window).", minimum=31
+            ),
+        ),
+        aliases=lambda t: [t],
+        observable="the instance answers 401 to its callers and its own upstream calls get 401 "
+        "(request date outside the allowed window) while everything else is served; its log "
+        "timestamps are off by the step",
+    )
+)
+
+
+def _surge(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    cfg = json.loads(shop.read_private("loadgen.json"))
+    cfg["rate"] = round(shop.workload_rate * float(params["factor"]), 2)
+    return ChangeSet(files=[("ctl:loadgen.json", json.dumps(cfg))])
+
+
+def _surge_end(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    cfg = json.loads(shop.read_private("loadgen.json"))
+    cfg["rate"] = shop.workload_rate
+    return ChangeSet(files=[("ctl:loadgen.json", json.dumps(cfg))])
+
+
+_register(
+    Mechanism(
+        "traffic_surge",
+        "traffic_surge",
+        ("frontend",),
+        _surge,
+        _surge_end,
+        _same,
+        lambda t, p: [
+            Check(f'sum(rate(http_requests_total{{job="{t}",code="503"}}[{RATE}])) > 0.3')
+        ],
+        lambda t, p: [("scale", {"service": t, "replicas": topology.BY_NAME[t].max_replicas})],
+        summary="The shoppers' traffic grows by `factor`: the service's replicas shed what "
+        "exceeds their capacity.",
+        params=(Param("factor", float, 2.0, "Traffic multiplier.", minimum=1.5, maximum=2.4),),
+        observable="the service's request rate rises well above its usual level and it sheds "
+        "load (503 over capacity) on every replica",
+    )
+)
+_register(
+    Mechanism(
+        "slow_consumer",
+        "slow_consumer",
+        ("notification",),
+        _config_change(_new_release),
+        _restore,
+        _same,
+        lambda t, p: [Check("max(queue_depth) > 4")],
+        _rollback,
+        summary="Deploys the consumer's newest release, which takes most of a second per "
+        "message: it keeps consuming, slower than orders arrive.",
+        observable="the order queue grows while the consumer keeps handling messages, slower "
+        "than checkout produces them",
+    )
+)
+
+
+def _poison(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    return ChangeSet(redis_commands=[["LPUSH", "orders", '{"order": "', "x"]])
+
+
+_register(
+    Mechanism(
+        "poison_message",
+        "poison_message",
+        ("notification",),
+        _poison,
+        lambda shop, t, p: ChangeSet(
+            redis_commands=[["DEL", "orders:processing"]], programs=[("restart", t)]
+        ),
+        _same,
+        lambda t, p: [Check(f'max(changes(process_start_time_seconds{{job="{t}"}}[20s])) >= 1')],
+        lambda t, p: _set_and_restart({"dead_letter": True})(t, p),
+        summary="An unreadable message reaches the order queue: the consumer exits on it, "
+        "finds it again at every start and never gets past it.",
+        observable="the consumer restarts again and again, each time logging that it cannot "
+        "read an order message; the queue grows",
+    )
+)
+_RENAMES = {
+    "orders": ("shipping_cents", "shipping_fee_cents"),
+    "products": ("price_cents", "price"),
+}
+
+
+def _migrate(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    old, new = _RENAMES[params["table"]]
+    return ChangeSet(sql=[f"ALTER TABLE {params['table']} RENAME COLUMN {old} TO {new}"])
+
+
+def _unmigrate(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    old, new = _RENAMES[params["table"]]
+    return ChangeSet(sql=[f"ALTER TABLE {params['table']} RENAME COLUMN {new} TO {old}"])
+
+
+_register(
+    Mechanism(
+        "schema_migration",
+        "schema_migration",
+        ("postgres",),
+        _migrate,
+        _unmigrate,
+        _same,
+        lambda t, p: [errors_of("checkout" if p["table"] == "orders" else "catalog")],
+        None,
+        summary="A schema migration renames a column that a service's queries still use.",
+        params=(
+            Param(
+                "table",
+                str,
+                "orders",
+                "Table migrated (orders breaks checkout's inserts, products catalog's reads).",
+                choices=lambda t: tuple(_RENAMES),
+            ),
+        ),
+        observable="the queries of the table's users fail with `column ... does not exist`; no "
+        "service's configuration or release changed",
+    )
+)
+
+
+def _slow_path(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    return ChangeSet(
+        links={f"@127.0.0.1:{shop.instance_port(target)}": {"delay_ms": params["delay_ms"]}}
+    )
+
+
+_register(
+    Mechanism(
+        "gray_failure",
+        "gray_failure",
+        ("cart-0", "cart-1", "frontend-0", "frontend-1"),
+        _slow_path,
+        _clear_links,
+        lambda t: t.rsplit("-", 1)[0],
+        lambda t, p: (
+            [upstream_slow("checkout" if t.startswith("cart") else "loadgen", "cart", 0.1)]
+            if t.startswith("cart")
+            else [
+                Check(
+                    "histogram_quantile(0.9, sum by (le) (rate(loadgen_request_duration_seconds_bucket[5s]))) > 0.3"
+                )
+            ]
+        ),
+        None,
+        summary="The path to one replica is slow while the replica is healthy by its own "
+        "metrics (its served latency, errors, CPU and memory are normal).",
+        params=(
+            Param("delay_ms", float, 280, "Delay on the path to the replica, ms.", minimum=50),
+        ),
+        aliases=lambda t: [t],
+        observable="callers see about half of their calls to the service take longer, while the "
+        "service's own latency histogram is normal; traces show the gap between the caller's "
+        "client span and the replica's server span; no alert fires",
+    )
+)
+
+
+def _flapping(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    return ChangeSet(links={target: {"reset": params["reset"], "flap_s": params["period_s"]}})
+
+
+_register(
+    Mechanism(
+        "flapping_link",
+        "connection_reset",
+        _EDGES,
+        _flapping,
+        _clear_links,
+        _same,
+        _edge_errors,
+        None,
+        summary="One call edge resets most connections every other `period_s` seconds: the "
+        "failure comes and goes.",
+        params=(
+            Param(
+                "reset", float, 0.7, "Share of connections reset while on.", minimum=0, maximum=1
+            ),
+            Param("period_s", float, 8, "Seconds on, then as many off.", minimum=2),
+        ),
+        observable="the caller's calls to the callee fail in bursts that start and stop; "
+        "alerts fire and resolve in turn",
+    )
+)
+
+
+def _dns(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    records = json.loads(shop.read_config(topology.DNS))
+    name = f"{params['name']}.svc"
+    if params["record"] == "missing":
+        records["records"].pop(name, None)
+    else:
+        records["records"][name] = "127.0.0.2"
+    return ChangeSet(files=[(topology.DNS, json.dumps(records, indent=2) + "\n")])
+
+
+def _undns(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    return ChangeSet(files=[(topology.DNS, json.dumps(shop.dns_records(), indent=2) + "\n")])
+
+
+def _callers(name: str) -> list[str]:
+    return [c for c, u in topology.edges() if u == name]
+
+
+_register(
+    Mechanism(
+        "dns_misconfiguration",
+        "dns_misconfiguration",
+        (topology.DNS,),
+        _dns,
+        _undns,
+        _same,
+        lambda t, p: [upstream_errors(c, p["name"]) for c in _callers(p["name"])[:1]],
+        lambda t, p: [("rollback", {"service": topology.DNS})],
+        summary="A change of the name registry drops a service's record or points it at a "
+        "wrong address: its callers cannot reach it.",
+        params=(
+            Param(
+                "name",
+                str,
+                "payment",
+                "The service whose name record changes.",
+                choices=lambda t: tuple(s.name for s in topology.SERVICES if _callers(s.name)),
+            ),
+            Param(
+                "record",
+                str,
+                "wrong",
+                "`wrong` (a wrong address) or `missing` (no record).",
+                choices=lambda t: ("wrong", "missing"),
+            ),
+        ),
+        observable="every caller of one service fails to reach it (name does not resolve, or "
+        "connection refused) while the service itself is healthy",
+    )
+)
+
+
+def _rotate(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    """A Redis password rotation whose rollout restarted every client instance but ``target``."""
+    secret = str(params["password"])
+    files = []
+    signals = []
+    for service in ("cart", "checkout", "notification"):
+        cfg = _config(shop, service)
+        cfg["redis_password"] = secret
+        files.append((service, _dump(cfg)))
+        signals += [(i, "TERM") for i in _running_instances(service) if i != target]
+    return ChangeSet(
+        # Sessions opened before the rotation stay authenticated until they are dropped.
+        redis_commands=[
+            ["CONFIG", "SET", "requirepass", secret],
+            ["-a", secret, "--no-auth-warning", "CLIENT", "KILL", "TYPE", "normal"],
+        ],
+        files=files,
+        signals=signals,
+    )
+
+
+def _unrotate(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    restored = [_restore(shop, s, params) for s in ("cart", "checkout", "notification")]
+    return ChangeSet(
+        redis_commands=[["-a", str(params["password"]), "CONFIG", "SET", "requirepass", ""]],
+        files=[f for r in restored for f in r.files],
+        signals=[x for r in restored for x in r.signals],
+    )
+
+
+_register(
+    Mechanism(
+        "partial_rollout",
+        "partial_failure",
+        ("cart-0", "cart-1"),
+        _rotate,
+        _unrotate,
+        lambda t: t.rsplit("-", 1)[0],
+        lambda t, p: [
+            Check(
+                f'sum(increase(upstream_requests_total{{instance="{t}",upstream="redis",'
+                'outcome="error"}[10s])) >= 1'
+            )
+        ],
+        lambda t, p: [("restart", {"target": t})],
+        summary="A Redis password rotation is rolled out to every client instance but one: "
+        "that replica of two keeps the old credentials and fails its requests.",
+        params=(Param("password", str, "rotated-7f3a", "The new Redis password."),),
+        aliases=lambda t: [t],
+        observable="one replica of the service fails its Redis calls (authentication required) "
+        "while the other serves; the service's error rate is about half its traffic",
+    )
+)
+
+
+def _fill(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    """A crash dump left on the data volume, as large as the space left."""
+    if not shop.data_quota:
+        raise InfrastructureError("a full disk needs the data volume's quota (run as root)")
+    data = shop.shop / "data"
+    st = os.statvfs(data)
+    size = max(0, st.f_bavail * st.f_frsize - 2048)
+    dump = data / f"{target}-0" / "core.1.dump"
+    # The shop keeps writing meanwhile: a smaller dump if the first does not fit.
+    fill = f"fallocate -l {size} {dump} || fallocate -l {max(0, size - 32768)} {dump}"
+    return ChangeSet(commands=[["mkdir", "-p", str(dump.parent)], ["sh", "-c", fill]])
+
+
+def _unfill(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    return ChangeSet(
+        commands=[["rm", "-f", str(shop.shop / "data" / f"{target}-0" / "core.1.dump")]]
+    )
+
+
+_register(
+    Mechanism(
+        "disk_full",
+        "disk_full",
+        ("checkout",),
+        _fill,
+        _unfill,
+        _same,
+        lambda t, p: [Check(f'min(disk_free_bytes{{job="{t}"}}) < 65536'), errors_of(t, 2)],
+        lambda t, p: [("restart", {"target": t})],
+        summary="A crash dump fills the shop's data volume: the service cannot write its order "
+        "receipts (no space left on device) until its restart removes the stale dump.",
+        observable="the data volume's free space is near zero and the service's writes fail "
+        "with `No space left on device`",
+    )
+)
+_register(
+    Mechanism(
+        "cascading_timeout",
+        "cascading_timeout",
+        ("currency",),
+        _config_change(_new_release),
+        _restore,
+        _same,
+        lambda t, p: [upstream_slow("payment", t, 0.4)],
+        _rollback,
+        summary="Deploys the service's newest release, which answers in most of a second: "
+        "below its own latency alert, but its callers' chained calls exceed their callers' "
+        "timeouts, which fail and retry up the chain.",
+        observable="the deepest service is slower (within its own alert), its callers slower "
+        "still, and the callers at the top of the chain time out; the alerts fire above the "
+        "cause",
+    )
+)
+
+
 def get(name: str) -> Mechanism:
     """The mechanism called ``name``.
 
@@ -761,5 +1323,11 @@ def get(name: str) -> Mechanism:
 
 
 def propagation(root: str) -> list[tuple[str, str]]:
-    """Edges ``(from, to)`` along which a failure of ``root`` reaches the shoppers."""
+    """Edges ``(from, to)`` along which a failure of ``root`` can reach the shoppers.
+
+    A link ``a->b`` fails its caller first: ``(b, a)``, then up from ``a``.
+    """
+    edge = topology.parse_edge(root)
+    if edge is not None:
+        return [(edge[1], edge[0]), *topology.propagation_chain(edge[0])]
     return topology.propagation_chain(root)

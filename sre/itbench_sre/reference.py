@@ -72,17 +72,30 @@ def _mechanism(mech: faults.Mechanism) -> str:
         lines.append("No parameters.")
     lines += [""]
     lines += _table(
-        ("target", "root cause", "expected alerts (job)"),
+        ("target", "root cause", "observable signature (with default parameters)"),
         (
             (
                 f"`{t}`",
                 f"`{mech.root(t)}`",
-                ", ".join(f"{e.alert} ({e.job or 'any'})" for e in mech.alerts(t)),
+                " and ".join(c.describe() for c in _signature(mech, t)) or "n/a",
             )
             for t in mech.targets
         ),
     )
+    if mech.observable:
+        lines += ["", f"Observable: {mech.observable}."]
     return "\n".join(lines)
+
+
+def _signature(mech: faults.Mechanism, target: str) -> list[faults.Check]:
+    params = dict(mech.defaults)
+    for p in mech.params:
+        if p.choices is not None and p.choices(target) and params[p.name] not in p.choices(target):
+            params[p.name] = p.choices(target)[0]
+    try:
+        return mech.signature(target, params)
+    except (KeyError, ValueError):
+        return []
 
 
 def mechanisms() -> str:
@@ -91,7 +104,10 @@ def mechanisms() -> str:
         "A fault names a `mechanism`, one of its `target`s and optionally `params`; unset "
         "parameters take their defaults, unknown or wrongly typed ones are rejected. Ground "
         "truth (root cause, fault type, propagation, alerts) is derived from the table below "
-        "unless `ground_truth` is given.",
+        "unless `ground_truth` is given. `targets` (instead of `target`) declares a set each "
+        "trial draws one from, and `draw` declares parameter sets (an empty list: every valid "
+        "value); the drawn values are recorded in the trial's result. The agent starts once "
+        "every fault shows its observable signature (never an alert: some faults raise none).",
         "",
     ]
     lines += _table(
@@ -134,8 +150,9 @@ def controls() -> str:
     """How a scenario without faults behaves."""
     return (
         "A scenario with no `faults` is a control: its ground truth is `incident: false` with "
-        "no root cause, and the agent starts once the shop has been quiet (no alert firing) "
-        f"for a moment. A control cannot ask for `{_MITIGATION}`. Tag it `control`: "
+        "no root cause, and the agent starts once Prometheus scrapes the whole shop (with an "
+        "`alert_blip` noise: once its alert fires). A control cannot ask for "
+        f"`{_MITIGATION}`. Tag it `control`: "
         "`itbench validate` then allows the constant probe to pass it. Noise makes controls "
         "harder to tell from incidents."
     )
@@ -144,11 +161,11 @@ def controls() -> str:
 def double_faults() -> str:
     """How a scenario with several faults is judged."""
     return (
-        "Several entries in `faults` are injected together. The derived ground truth lists the "
-        "root causes in the order of the faults (each once), the fault types, the union of "
-        "their propagation edges and their alerts; the agent starts once every fault raised "
-        "one of its expected alerts. Localization passes only when the agent's first "
-        "*n* entities are exactly the *n* root causes. A scenario asking for "
+        "Several entries in `faults` are injected together (their drawn targets differ where "
+        "the sets allow). The derived ground truth lists the root causes in the order of the "
+        "faults (each once) and the fault types; the agent starts once every fault shows its "
+        "signature. Localization passes only when the submitted entities are exactly the root "
+        "causes. A scenario asking for "
         f"`{_MITIGATION}` needs every fault to be mitigable, and is mitigated only when the "
         "whole shop meets its SLO again."
     )

@@ -11,10 +11,13 @@ from itbench_sre.spec import GroundTruth, SreSpec, SreSubmission
 
 from itbench import Evaluation, Toolbox
 
-#: Localization is scored on the first k submitted entities for these k.
+#: Ranked localization metrics: whether a root cause is among the first k claims.
 TOP_K = (1, 3)
-#: Propagation-chain edge F1 a diagnosis needs to pass.
-PROPAGATION_PASS = 0.5
+#: Propagation edge F1 a diagnosis needs to pass.
+PROPAGATION_PASS = 0.7
+
+#: A claim of a submission: an entity, or the link between two entities (an edge).
+Claim = tuple[str, ...]
 
 
 def _f1(p: float, r: float) -> float:
@@ -27,55 +30,129 @@ def resolve(name: str, truth: GroundTruth) -> str | None:
     for root, aliases in truth.aliases.items():
         if raw in (a.lower() for a in aliases):
             return root
+    if topology.parse_edge(raw) is not None:
+        a, b = topology.parse_edge(raw)  # type: ignore[misc]
+        return topology.edge_name(a, b)
     return topology.canonical(raw)
 
 
+def _claim(name: str, truth: GroundTruth) -> Claim:
+    """What one submitted name claims: ``("entity", e)`` or ``("link", a, b)`` (sorted).
+
+    An unknown name stays a claim of its own (it counts against precision).
+    """
+    entity = resolve(name, truth)
+    if entity is None:
+        return ("unknown", name.strip().lower())
+    edge = topology.parse_edge(entity)
+    if edge is not None:
+        a, b = sorted(edge)
+        return ("link", a, b)
+    return ("entity", entity)
+
+
+def _gold(root: str) -> Claim:
+    edge = topology.parse_edge(root)
+    if edge is not None:
+        a, b = sorted(edge)
+        return ("link", a, b)
+    return ("entity", root)
+
+
+def _matches(gold: Claim, claims: set[Claim]) -> set[Claim]:
+    """The submitted claims that name ``gold`` (empty when it is not named).
+
+    A link is named by the edge in either direction, or by both of its endpoints; never by
+    one endpoint alone, nor by ``mesh``.
+    """
+    if gold in claims:
+        return {gold}
+    if gold[0] == "link":
+        ends: set[Claim] = {("entity", gold[1]), ("entity", gold[2])}
+        if ends <= claims:
+            return ends
+    return set()
+
+
 def localization(sub: SreSubmission, truth: GroundTruth) -> dict[str, Any]:
-    """Precision, recall, F1, top-k hits and hop-distance partial credit of the root causes."""
-    ranked: list[str] = []
+    """Every distinct submitted claim is scored: a recall gate, then precision (README).
+
+    ``loc_score`` is 0 unless every root cause is named, else the share of the distinct
+    claims that name a root cause (both endpoints naming one edge count as one claim).
+    """
+    ranked: list[Claim] = []
     for name in sub.root_causes:
-        entity = resolve(name, truth)
-        if entity is not None and entity not in ranked:
-            ranked.append(entity)
-    gold = set(truth.root_causes)
-    k = max(1, len(gold))
-    hit = set(ranked[:k]) & gold
-    precision = len(hit) / len(ranked[:k]) if ranked else 0.0
-    recall = len(hit) / len(gold) if gold else 0.0
+        claim = _claim(name, truth)
+        if claim not in ranked:
+            ranked.append(claim)
+    claims = set(ranked)
+    golds = [_gold(r) for r in truth.root_causes]
+    used: list[set[Claim]] = [_matches(g, claims) for g in golds]
+    found = sum(1 for u in used if u)
+    # Claims that name a root count once per root, however many names they took.
+    spent: set[Claim] = set().union(*used) if used else set()
+    distinct = len(claims) - len(spent) + found
+    precision = found / distinct if distinct else 0.0
+    recall = found / len(golds) if golds else 0.0
     out: dict[str, Any] = {
         "loc_precision": round(precision, 4),
         "loc_recall": round(recall, 4),
         "loc_f1": round(_f1(precision, recall), 4),
+        "loc_score": round(precision, 4) if golds and recall == 1.0 else 0.0,
     }
     for top in TOP_K:
-        out[f"loc_top{top}"] = bool(gold & set(ranked[:top])) if gold else False
+        head = set(ranked[:top])
+        out[f"loc_top{top}"] = any(_matches(g, head) for g in golds)
+    rank = next(
+        (
+            i + 1
+            for i in range(len(ranked))
+            if any(_matches(g, set(ranked[: i + 1])) for g in golds)
+        ),
+        None,
+    )
+    out["loc_mrr"] = round(1.0 / rank, 4) if rank else 0.0
     credits = []
-    for g in gold:
+    for g in golds:
+        targets = list(g[1:])
         best = 0.0
-        for cand in ranked[:k]:
-            d = topology.hops(cand, g)
-            if d is not None:
-                best = max(best, 1.0 / (1 + d))
-        credits.append(best)
+        for cand in ranked:
+            if cand[0] == "unknown":
+                continue
+            for c in cand[1:]:
+                for t in targets:
+                    d = topology.hops(c, t)
+                    if d is not None:
+                        best = max(best, 1.0 / (1 + d) / (1 if g[0] == "entity" else 2))
+        credits.append(1.0 if _matches(g, claims) else best)
     out["loc_partial"] = round(sum(credits) / len(credits), 4) if credits else 0.0
-    out["loc_pass"] = bool(gold) and recall == 1.0 and precision == 1.0
+    out["loc_pass"] = bool(golds) and recall == 1.0 and precision == 1.0
     return out
 
 
-def propagation_f1(sub: SreSubmission, truth: GroundTruth) -> float:
-    """F1 of submitted propagation edges against the true chain (names canonicalized)."""
-    gold = {tuple(e) for e in truth.propagation}
+def propagation_f1(
+    sub: SreSubmission, truth: GroundTruth, gold_edges: list[tuple[str, str]] | None = None
+) -> dict[str, float]:
+    """Precision, recall and F1 of the submitted propagation edges (directed, canonical names).
+
+    ``gold_edges`` are the edges that degraded during the fault window, as the evaluator
+    measured them; without them the truth's static chain is used.
+    """
+    gold = {tuple(e) for e in (truth.propagation if gold_edges is None else gold_edges)}
     got = set()
     for a, b in sub.propagation:
         ca, cb = resolve(a, truth), resolve(b, truth)
-        if ca and cb:
-            got.add((ca, cb))
+        got.add((ca or a.strip().lower(), cb or b.strip().lower()))
     if not gold and not got:
-        return 1.0
-    if not gold or not got:
-        return 0.0
+        return {"prop_precision": 1.0, "prop_recall": 1.0, "propagation_f1": 1.0}
     tp = len(gold & got)
-    return round(_f1(tp / len(got), tp / len(gold)), 4)
+    p = tp / len(got) if got else 0.0
+    r = tp / len(gold) if gold else 0.0
+    return {
+        "prop_precision": round(p, 4),
+        "prop_recall": round(r, 4),
+        "propagation_f1": round(_f1(p, r), 4),
+    }
 
 
 def mitigation(env: SreEnvironment, spec: SreSpec) -> dict[str, Any]:
@@ -140,7 +217,9 @@ def mitigation(env: SreEnvironment, spec: SreSpec) -> dict[str, Any]:
 
 
 def judge_answer(
-    truth: GroundTruth, submission: SreSubmission
+    truth: GroundTruth,
+    submission: SreSubmission,
+    gold_edges: list[tuple[str, str]] | None = None,
 ) -> tuple[dict[str, bool], dict[str, Any]]:
     """Detection, localization and diagnosis of a submission: passes by task and metrics.
 
@@ -159,10 +238,12 @@ def judge_answer(
         metrics.update(loc)
         passes["localization"] = detected and loc["loc_pass"]
         type_ok = submission.fault_type in truth.fault_types
-        prop = propagation_f1(submission, truth)
+        prop = propagation_f1(submission, truth, gold_edges)
         metrics["fault_type_correct"] = type_ok
-        metrics["propagation_f1"] = prop
-        passes["diagnosis"] = passes["localization"] and type_ok and prop >= PROPAGATION_PASS
+        metrics.update(prop)
+        passes["diagnosis"] = (
+            passes["localization"] and type_ok and prop["propagation_f1"] >= PROPAGATION_PASS
+        )
     else:
         ok = not submission.incident and not submission.root_causes
         passes["localization"] = ok
@@ -186,7 +267,9 @@ def evaluate(
             metrics[f"{task}_pass"] = False
         return Evaluation(passed=False, metrics=metrics, details=details)
     metrics["submitted"] = True
-    passes, answer_metrics = judge_answer(truth, submission)
+    measured = env.measure_spread()
+    details["spread"] = measured
+    passes, answer_metrics = judge_answer(truth, submission, measured)
     metrics.update(answer_metrics)
     ttd = None
     if passes["detection"] and truth.incident and env.observable_at is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -14,8 +15,11 @@ from itbench import ScenarioSpec, Submission
 TASK_TYPES = ("detection", "localization", "diagnosis", "mitigation")
 #: Delay the ``latency_blip`` noise adds to its edge, ms (below every latency alert).
 BLIP_DELAY_MS = 150
+#: Delay the ``alert_blip`` noise adds to its edge, ms (enough for a latency alert).
+ALERT_BLIP_DELAY_MS = 1200
 
-NoiseKind = Literal["restart_replica", "compatible_release", "latency_blip"]
+NoiseKind = Literal["restart_replica", "compatible_release", "latency_blip", "alert_blip"]
+DecoyKind = Literal["patch_release", "tuning"]
 
 
 @dataclass(frozen=True)
@@ -40,28 +44,58 @@ NOISE_KINDS: dict[NoiseKind, NoiseKindDef] = {
         tuple(topology.all_instances()),
     ),
     "compatible_release": NoiseKindDef(
-        "Deploys the service's newest release, which works (services whose newest release is "
-        "faulty, the targets of `bad_release`, are not valid).",
+        "Deploys a routine patch release of the service, which works.",
         "a service",
-        tuple(s.name for s in topology.SERVICES if s.name not in faults.get("bad_release").targets),
+        tuple(s.name for s in topology.SERVICES),
     ),
     "latency_blip": NoiseKindDef(
         f"Adds {BLIP_DELAY_MS} ms to one call edge for `seconds`, then clears it.",
         "a call edge `caller->callee`",
         faults.get("edge_latency").targets,
     ),
+    "alert_blip": NoiseKindDef(
+        f"Adds {ALERT_BLIP_DELAY_MS} ms to one call edge for `seconds` (a latency alert fires "
+        "at handover), then clears it: a blip that resolves by itself.",
+        "a call edge `caller->callee`",
+        faults.get("edge_latency").targets,
+    ),
+}
+
+#: Configuration keys a routine tuning change may touch, with the values it may set.
+TUNING: dict[str, tuple[Any, ...]] = {
+    "memory_limit_mb": (176, 192),
+    "max_open_files": (320, 384),
 }
 
 
+def _one_of(value: str | None, values: list[str], what: str) -> list[str]:
+    """The declared set of a field given as one ``value`` or a list ``values`` (not both)."""
+    if (value is None) == (not values):
+        raise ValueError(f"give exactly one of '{what}' or '{what}s'")
+    return [value] if value is not None else list(values)
+
+
 class FaultSpec(BaseModel):
-    """One injected fault: a library mechanism, its target and parameters."""
+    """One fault: a library mechanism, its target and its parameters.
+
+    The target may be a declared set each trial draws one from, and parameters may be sets.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     mechanism: str = Field(description="A mechanism of the fault library (see below).")
-    target: str = Field(description="One of the mechanism's valid targets.")
+    target: str | None = Field(default=None, description="One of the mechanism's valid targets.")
+    targets: list[str] = Field(
+        default_factory=list,
+        description="Declared targets: each trial draws one (instead of `target`).",
+    )
     params: dict[str, Any] = Field(
         default_factory=dict, description="The mechanism's parameters; unset ones take defaults."
+    )
+    draw: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="Parameter sets: each trial draws one value per parameter among those valid "
+        "for its target (an empty list: every valid value).",
     )
 
     @field_validator("mechanism")
@@ -73,19 +107,75 @@ class FaultSpec(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _valid_target_and_params(self) -> FaultSpec:
+    def _valid_targets_and_params(self) -> FaultSpec:
         mech = faults.get(self.mechanism)
-        if self.target not in mech.targets:
-            others = [m.name for m in faults.MECHANISMS.values() if self.target in m.targets]
-            hint = f"; mechanisms for {self.target!r}: {', '.join(others)}" if others else ""
-            raise ValueError(
-                f"target {self.target!r} is not valid for {self.mechanism} "
-                f"(valid: {', '.join(mech.targets)}){hint}"
+        for target in _one_of(self.target, self.targets, "target"):
+            if target not in mech.targets:
+                others = [m.name for m in faults.MECHANISMS.values() if target in m.targets]
+                hint = f"; mechanisms for {target!r}: {', '.join(others)}" if others else ""
+                raise ValueError(
+                    f"target {target!r} is not valid for {self.mechanism} "
+                    f"(valid: {', '.join(mech.targets)}){hint}"
+                )
+            fixed = {k: v for k, v in self.params.items() if k not in self.draw}
+            both = sorted(set(self.params) & set(self.draw))
+            if both:
+                raise ValueError(f"parameters {both} are both fixed and drawn")
+            known = {p.name for p in mech.params}
+            for name in self.draw:
+                if name not in known:
+                    raise ValueError(
+                        f"unknown parameter {name!r} for {self.mechanism} "
+                        f"(valid: {', '.join(sorted(known)) or 'none'})"
+                    )
+            problems = mech.param_problems(
+                target,
+                {
+                    **fixed,
+                    **{
+                        k: self._drawable(target, k)[0]
+                        for k in self.draw
+                        if self._drawable(target, k)
+                    },
+                },
             )
-        problems = mech.param_problems(self.target, self.params)
-        if problems:
-            raise ValueError("; ".join(problems))
+            problems += [
+                f"no value of {name!r} in {self.draw[name]!r} is valid for {target}"
+                for name in self.draw
+                if not self._drawable(target, name)
+            ]
+            if problems:
+                raise ValueError("; ".join(problems))
         return self
+
+    def _drawable(self, target: str, name: str) -> list[Any]:
+        """The values of a drawn parameter that are valid on ``target``."""
+        param = next(p for p in faults.get(self.mechanism).params if p.name == name)
+        values = self.draw[name] or list(param.choices(target) if param.choices else ())
+        return [v for v in values if param.problem(self.mechanism, target, v) is None]
+
+    @property
+    def declared(self) -> list[str]:
+        """The targets a trial may get."""
+        return [self.target] if self.target is not None else list(self.targets)
+
+    def concrete(
+        self, rng: random.Random, avoid: frozenset[str] | set[str] = frozenset()
+    ) -> FaultSpec:
+        """This fault with its target and drawn parameters chosen (``avoid``: taken targets)."""
+        options = [t for t in self.declared if t not in avoid] or self.declared
+        target = rng.choice(options)
+        params = dict(self.params)
+        for name in sorted(self.draw):
+            params[name] = rng.choice(self._drawable(target, name))
+        return FaultSpec(mechanism=self.mechanism, target=target, params=params)
+
+    @property
+    def chosen(self) -> str:
+        """The target of a concrete fault."""
+        if self.target is None:
+            raise ValueError("the fault's target has not been drawn")
+        return self.target
 
     def merged_params(self) -> dict[str, Any]:
         """Mechanism defaults overridden by the scenario's parameters."""
@@ -98,17 +188,45 @@ class NoiseSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: NoiseKind
-    target: str = Field(description="One of the kind's valid targets (see below).")
+    target: str | None = Field(default=None, description="One of the kind's valid targets.")
+    targets: list[str] = Field(
+        default_factory=list, description="Declared targets: each trial draws one."
+    )
     seconds: float = Field(default=3.0, gt=0, description="Duration of a latency blip.")
 
     @model_validator(mode="after")
     def _valid_target(self) -> NoiseSpec:
         kind = NOISE_KINDS[self.kind]
-        if self.target not in kind.targets:
-            raise ValueError(
-                f"{self.kind} needs {kind.target}, got {self.target!r} "
-                f"(valid: {', '.join(kind.targets)})"
-            )
+        for target in _one_of(self.target, self.targets, "target"):
+            if target not in kind.targets:
+                raise ValueError(
+                    f"{self.kind} needs {kind.target}, got {target!r} "
+                    f"(valid: {', '.join(kind.targets)})"
+                )
+        return self
+
+    def concrete(self, rng: random.Random) -> NoiseSpec:
+        """This noise with its target drawn."""
+        target = self.target if self.target is not None else rng.choice(self.targets)
+        return NoiseSpec(kind=self.kind, target=target, seconds=self.seconds)
+
+
+class DecoySpec(BaseModel):
+    """A routine, compatible change on a service: history that is no cause."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: DecoyKind
+    target: str = Field(description="A service.")
+    key: str = Field(default="", description="The tuned configuration key (tuning only).")
+    value: Any = Field(default=None, description="The tuned value (tuning only).")
+
+    @model_validator(mode="after")
+    def _valid(self) -> DecoySpec:
+        if self.target not in topology.BY_NAME:
+            raise ValueError(f"decoy target {self.target!r} is no service")
+        if self.kind == "tuning" and (self.key not in TUNING or self.value not in TUNING[self.key]):
+            raise ValueError(f"tuning key/value must be one of {TUNING}")
         return self
 
 
@@ -139,13 +257,18 @@ class GroundTruth(BaseModel):
         default_factory=list, description="Fault types, from the fault-type vocabulary."
     )
     propagation: list[tuple[str, str]] = Field(
-        default_factory=list, description="Edges `[from, to]` the failure spread along."
+        default_factory=list,
+        description="Edges `[from, to]` a failure of the roots can spread along (the static "
+        "chain; the evaluator grades against the edges it measured degrading).",
     )
-    alerts: list[str] = Field(default_factory=list, description="Alerts the faults raise.")
 
 
 class SreSpec(ScenarioSpec):
-    """An SRE scenario: faults and noise on the shop, and what the agent must do."""
+    """An SRE scenario: a problem (faults, noise, decoy history) and what the agent must do.
+
+    Targets, parameters and decoys may be declared as sets: each trial draws its concrete
+    scenario from them (:meth:`concrete`), with a seed only the harness knows.
+    """
 
     domain: Literal["sre"]
     faults: list[FaultSpec] = Field(
@@ -153,6 +276,19 @@ class SreSpec(ScenarioSpec):
     )
     noise: list[NoiseSpec] = Field(
         default_factory=list, description="Benign events played before the faults."
+    )
+    decoys: int = Field(
+        default=2,
+        ge=0,
+        le=4,
+        description="Routine compatible changes (patch releases, tuning) each trial draws on "
+        "services that are no fault's target, played among the faults.",
+    )
+    decoy_changes: list[DecoySpec] = Field(
+        default_factory=list, description="The drawn decoys (filled by the draw)."
+    )
+    drawn: bool = Field(
+        default=False, description="Whether this is a trial's concrete draw (set by the draw)."
     )
     traces: bool = Field(default=True, description="Whether services record spans.")
     workload_rate: float = Field(
@@ -176,38 +312,115 @@ class SreSpec(ScenarioSpec):
                 raise ValueError("a scenario without faults cannot ask for mitigation")
         return self
 
+    # --- the draw ------------------------------------------------------------------------
+    def concrete(self, rng: random.Random) -> SreSpec:
+        """One trial's scenario: every declared set drawn (targets distinct where possible)."""
+        if self.drawn:
+            return self
+        taken: set[str] = set()
+        drawn_faults = []
+        for f in self.faults:
+            one = f.concrete(rng, taken)
+            taken.add(one.chosen)
+            drawn_faults.append(one)
+        noise = [n.concrete(rng) for n in self.noise]
+        busy = {_service(f.chosen) for f in drawn_faults} | {
+            _service(n.target or "") for n in noise
+        }
+        free = [s.name for s in topology.SERVICES if s.name not in busy]
+        decoys = list(self.decoy_changes)
+        for service in rng.sample(free, min(self.decoys, len(free))) if not decoys else []:
+            if rng.random() < 0.5:
+                decoys.append(DecoySpec(kind="patch_release", target=service))
+            else:
+                key = rng.choice(sorted(TUNING))
+                decoys.append(
+                    DecoySpec(kind="tuning", target=service, key=key, value=rng.choice(TUNING[key]))
+                )
+        return self.model_copy(
+            update={
+                "faults": drawn_faults,
+                "noise": noise,
+                "decoy_changes": decoys,
+                "drawn": True,
+            }
+        )
+
+    def drawn_record(self) -> dict[str, Any]:
+        """What a concrete scenario drew (for the trial's result)."""
+        return {
+            "faults": [
+                {"mechanism": f.mechanism, "target": f.target, "params": f.params}
+                for f in self.faults
+            ],
+            "noise": [{"kind": n.kind, "target": n.target} for n in self.noise],
+            "decoys": [d.model_dump(exclude_defaults=True) for d in self.decoy_changes],
+        }
+
+    def mechanisms(self) -> list[str]:
+        """The fault mechanisms of this problem, in order."""
+        return [f.mechanism for f in self.faults]
+
+    def facets(self) -> dict[str, str]:
+        """Report categories: the mechanism (combinations joined with ``+``) and the kind."""
+        if not self.faults:
+            kind = "control"
+        elif len(self.faults) > 1:
+            kind = "multi-fault"
+        elif self.noise:
+            kind = "noisy"
+        else:
+            kind = "single"
+        return {"mechanism": "+".join(self.mechanisms()) or "none", "kind": kind}
+
+    def summary(self) -> dict[str, Any]:
+        """Public catalog fields plus the problem's mechanisms and declared targets."""
+        out = super().summary()
+        out["mechanisms"] = self.mechanisms()
+        out["targets"] = [f.declared for f in self.faults]
+        out["noise"] = [n.kind for n in self.noise]
+        out["decoys"] = self.decoys
+        return out
+
     def truth(self) -> GroundTruth:
-        """The ground truth: given explicitly, or derived from the faults."""
+        """The ground truth of a concrete scenario: given explicitly, or derived from the faults.
+
+        Raises:
+            ValueError: the scenario's targets have not been drawn.
+        """
         if self.ground_truth is not None:
             return self.ground_truth
         roots: list[str] = []
         aliases: dict[str, list[str]] = {}
         types: list[str] = []
         edges: list[tuple[str, str]] = []
-        alerts: list[str] = []
         for f in self.faults:
             mech = faults.get(f.mechanism)
-            root = mech.root(f.target)
+            root = mech.root(f.chosen)
             if root not in roots:
                 roots.append(root)
             aliases.setdefault(root, [])
-            aliases[root] += [a for a in mech.aliases(f.target) if a not in aliases[root]]
+            aliases[root] += [a for a in mech.aliases(f.chosen) if a not in aliases[root]]
             if mech.fault_type not in types:
                 types.append(mech.fault_type)
             for e in faults.propagation(root):
                 if e not in edges:
                     edges.append(e)
-            for exp in mech.alerts(f.target):
-                if exp.alert not in alerts:
-                    alerts.append(exp.alert)
         return GroundTruth(
             incident=bool(self.faults),
             root_causes=roots,
             aliases=aliases,
             fault_types=types,
             propagation=edges,
-            alerts=alerts,
         )
+
+
+def _service(target: str) -> str:
+    """The service a fault or noise target belongs to (an edge: its callee)."""
+    edge = topology.parse_edge(target)
+    if edge is not None:
+        return edge[1]
+    return topology.canonical(target) or target
 
 
 class SreSubmission(Submission):

@@ -9,7 +9,9 @@ reverts the most recent action that has not been undone yet.
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +21,7 @@ from typing import Any
 
 from itbench_sre import topology
 from itbench_sre.backend import ShopBackend
-from itbench_sre.embedded import CONFIG_ENTITIES, JOB_PROGRAM, service_of
+from itbench_sre.embedded import CONFIG_ENTITIES, JOB_PROGRAM, REVISIONED, service_of
 
 from itbench import Tool, ToolError
 
@@ -224,9 +226,12 @@ class ShopTools:
                 )
         return out
 
-    def query(self, promql: str) -> list[dict[str, Any]]:
-        """Evaluate a PromQL expression now (instant query); returns series with their value."""
-        data = self.shop.prom("/api/v1/query", {"query": promql})
+    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        """Evaluate a PromQL expression (instant query) now, or at epoch seconds ``at``."""
+        params: dict[str, Any] = {"query": promql}
+        if at is not None:
+            params["time"] = f"{float(at):.3f}"
+        data = self.shop.prom("/api/v1/query", params)
         if data["resultType"] in ("scalar", "string"):
             return [{"metric": {}, "value": data["result"][1]}]
         return [{"metric": r["metric"], "value": r["value"][1]} for r in data["result"]]
@@ -315,15 +320,20 @@ class ShopTools:
         return self.shop.programs()
 
     def read_config(self, entity: str) -> dict[str, Any]:
-        """The configuration file of a service, ``redis``, ``prometheus`` or ``prometheus-rules``."""
+        """The configuration of a service, ``redis``, ``dns``, ``prometheus`` or its rules.
+
+        ``dns`` is the name registry; services and the registry come with their revisions.
+        """
         name = self._entity(entity, READABLE)
         out: dict[str, Any] = {"entity": name, "content": self.shop.read_config(name)}
-        if name in topology.BY_NAME:
+        if name in REVISIONED:
             out["revisions"] = [
                 {"revision": r["revision"], "at": r["at"], "release": r["release"]}
                 for r in self.shop.revisions(name)
             ]
-            out["available_releases"] = list(topology.BY_NAME[name].releases)
+        if name in topology.BY_NAME:
+            sdef = topology.BY_NAME[name]
+            out["available_releases"] = sorted({*sdef.releases, sdef.patch})
         return out
 
     @staticmethod
@@ -398,10 +408,10 @@ class ShopTools:
         return {"service": name, "replicas": after}
 
     def rollback(self, service: str) -> dict[str, Any]:
-        """Redeploy a service's previous revision (release and configuration) and restart it."""
+        """Redeploy the previous revision of a service (restarted) or of the registry ``dns``."""
         name = topology.canonical(service)
-        if name not in topology.BY_NAME:
-            raise ToolError(f"unknown service {service!r}")
+        if name not in REVISIONED:
+            raise ToolError(f"unknown service {service!r} (or dns)")
         before = self.shop.read_config(name)
         try:
             entry = self.shop.rollback(name)
@@ -444,6 +454,8 @@ class ShopTools:
             new = str(content)
         if name == "redis":
             self._check_redis(new)
+        else:
+            _check_addresses(name, new)
         self.shop.write_config(name, new)
         self.shop.record_config(name)
         self.journal.record(
@@ -476,6 +488,47 @@ class ShopTools:
         entry["undone"] = True
         self.journal.record("undo", {"of": entry["index"]}, None, None, None)
         return {"undone": entry["index"], "tool": entry["tool"], "args": entry["args"]}
+
+
+_NAME = re.compile(r"[a-z][a-z0-9-]*\.svc")
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_addresses(entity: str, content: str) -> None:
+    """Refuse a configuration that sends the shop's traffic off this machine.
+
+    Registry records must name loopback addresses; service upstreams must be registry names
+    or loopback addresses.
+    """
+    try:
+        doc = json.loads(content)
+    except ValueError:
+        return  # the service itself refuses an unreadable configuration
+    if not isinstance(doc, dict):
+        return
+    if entity == topology.DNS:
+        records = doc.get("records", {})
+        for name, address in records.items() if isinstance(records, dict) else ():
+            if not _NAME.fullmatch(str(name)) or not _loopback(str(address)):
+                raise ToolError(
+                    f"dns record {name!r} -> {address!r}: names end in .svc and addresses are "
+                    "loopback (127.0.0.0/8)"
+                )
+        return
+    upstreams = doc.get("upstreams", {})
+    for name, address in upstreams.items() if isinstance(upstreams, dict) else ():
+        host = str(address).rpartition(":")[0]
+        if not (_NAME.fullmatch(host) or _loopback(host)):
+            raise ToolError(
+                f"upstream {name!r} -> {address!r}: an address is a registry name (NAME.svc) or "
+                "a loopback address, with a port"
+            )
 
 
 def _directives(text: str) -> dict[str, str]:

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 DATASTORES = ("redis", "postgres")
 MONITORING = ("prometheus", "loadgen")
 MESH = "mesh"
+#: The shop's name registry (a configuration entity: names of upstreams to addresses).
+DNS = "dns"
+EDGE_SEP = "->"
 #: The shop's batch job (a report exporter working on the database); not a baseline service.
 JOB = "reports"
 
@@ -23,7 +26,9 @@ class ServiceDef:
         replicas: Replicas running in the baseline deployment.
         max_replicas: Replicas the deployment can scale to.
         upstreams: Services and datastores it calls.
-        releases: Releases available for deployment, oldest first; the last one is current.
+        releases: Releases available for deployment, oldest first: the first is deployed, the
+            last is the next minor release.
+        patch: A routine patch release of the deployed one (always compatible).
     """
 
     name: str
@@ -31,42 +36,51 @@ class ServiceDef:
     max_replicas: int
     upstreams: tuple[str, ...]
     releases: tuple[str, ...]
+    patch: str = ""
 
 
 SERVICES: tuple[ServiceDef, ...] = (
     ServiceDef(
-        "frontend", 2, 3, ("catalog", "recommendation", "cart", "checkout"), ("3.1.0", "3.2.0")
+        "frontend",
+        2,
+        3,
+        ("catalog", "recommendation", "cart", "checkout"),
+        ("3.1.0", "3.2.0"),
+        "3.1.1",
     ),
-    ServiceDef("catalog", 1, 2, ("postgres",), ("1.7.2", "1.8.0")),
-    ServiceDef("recommendation", 1, 2, ("catalog",), ("0.9.0", "0.9.1")),
-    ServiceDef("cart", 2, 3, ("redis",), ("2.0.3", "2.1.0")),
+    ServiceDef("catalog", 1, 2, ("postgres",), ("1.7.2", "1.8.0"), "1.7.3"),
+    ServiceDef("recommendation", 1, 2, ("catalog",), ("0.9.0", "0.9.1"), "0.9.0.1"),
+    ServiceDef("cart", 2, 3, ("redis",), ("2.0.3", "2.1.0"), "2.0.4"),
     ServiceDef(
         "checkout",
         1,
         2,
         ("cart", "payment", "shipping", "currency", "postgres", "redis"),
         ("4.0.1", "4.1.0"),
+        "4.0.2",
     ),
-    ServiceDef("payment", 1, 2, ("currency",), ("2.3.1", "2.4.0")),
-    ServiceDef("shipping", 1, 2, ("currency",), ("1.2.0", "1.3.0")),
-    ServiceDef("currency", 1, 2, (), ("5.0.0", "5.1.0")),
-    ServiceDef("notification", 1, 1, ("redis", "postgres"), ("1.0.4", "1.1.0")),
+    ServiceDef("payment", 1, 2, ("currency",), ("2.3.1", "2.4.0"), "2.3.2"),
+    ServiceDef("shipping", 1, 2, ("currency",), ("1.2.0", "1.3.0"), "1.2.1"),
+    ServiceDef("currency", 1, 2, (), ("5.0.0", "5.1.0"), "5.0.1"),
+    ServiceDef("notification", 1, 1, ("redis", "postgres"), ("1.0.4", "1.1.0"), "1.0.5"),
 )
 
 BY_NAME: dict[str, ServiceDef] = {s.name: s for s in SERVICES}
 
 #: Feature flags of each service's configuration (all off in the baseline deployment).
 FLAGS: dict[str, tuple[str, ...]] = {
-    "catalog": ("dynamic_pricing",),
-    "cart": ("session_cache",),
-    "currency": ("precise_rounding",),
-    "recommendation": ("personalized",),
-    "checkout": ("gift_wrap",),
+    "catalog": ("dynamic_pricing", "audit_trail", "statement_cache"),
+    "cart": ("session_cache", "audit_trail", "background_refresh"),
+    "currency": ("precise_rounding", "background_refresh"),
+    "recommendation": ("personalized", "background_refresh"),
+    "checkout": ("gift_wrap", "audit_trail"),
+    "payment": ("audit_trail",),
+    "shipping": ("background_refresh",),
 }
 
 # --- port layout inside a trial's block ---------------------------------------------------
 PORTS_PER_ENV = 100
-PROMETHEUS, REDIS, POSTGRES, LOADGEN, MESH_METRICS = 0, 1, 2, 3, 4
+PROMETHEUS, REDIS, POSTGRES, LOADGEN, MESH_METRICS, PROM_API = 0, 1, 2, 3, 4, 5
 _INSTANCE_BASE = 10
 _EDGE_BASE = 50
 
@@ -99,8 +113,22 @@ def edge_offset(caller: str, callee: str) -> int:
 
 
 def entities() -> list[str]:
-    """Every entity the agent may name as a root cause."""
-    return [s.name for s in SERVICES] + list(DATASTORES) + [MESH, JOB]
+    """Every entity the agent may name as a root cause (call edges ``a->b`` too, see below)."""
+    return [s.name for s in SERVICES] + list(DATASTORES) + [MESH, JOB, DNS]
+
+
+def edge_name(caller: str, callee: str) -> str:
+    """The entity name of a call edge."""
+    return f"{caller}{EDGE_SEP}{callee}"
+
+
+def parse_edge(text: str) -> tuple[str, str] | None:
+    """``(caller, callee)`` of an edge name ``a->b`` (names canonicalized), or ``None``."""
+    if EDGE_SEP not in text:
+        return None
+    left, _, right = text.partition(EDGE_SEP)
+    a, b = canonical(left), canonical(right)
+    return (a, b) if a and b else None
 
 
 _ALIAS_SUFFIX = re.compile(r"(-service|-svc|service|svc|-server|server|-db|db)$")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
+import pytest
 from itbench_sre import faults, topology
 from itbench_sre.domain import SreDomain
 from itbench_sre.environment import SreEnvironment
@@ -32,7 +35,7 @@ def _wait(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
 def test_two_shops_side_by_side_tools_and_clean_teardown(
     domain: SreDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["sre/control-latency-blip-checkout-shipping"]
+    spec = catalog.scenarios["sre/control-latency-blip"]
     # Servers die with the thread that started them: the pool outlives the environments.
     pool = ThreadPoolExecutor(2)
     with pool, ExitStack() as stack:
@@ -49,6 +52,15 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
         assert sum(port_open(p) for p in ports) >= 2 * 20
 
         box = Toolbox.of(a.tools())
+        # The read-only API of the task context serves queries and refuses administration.
+        api = a.context()["prometheus"]
+        with urllib.request.urlopen(api + "/api/v1/query?query=up", timeout=10) as resp:
+            assert json.loads(resp.read())["status"] == "success"
+        for path in ("/api/v1/admin/tsdb/delete_series?match[]=up", "/-/reload", "/-/quit"):
+            req = urllib.request.Request(api + path, data=b"", method="POST")
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(req, timeout=10)
+            assert refused.value.code == 403
         # Metrics and alert rules are live in each shop's own Prometheus.
         up = box.call("query", promql="up")
         assert len(up) == sum(s.replicas for s in topology.SERVICES) + 2
@@ -62,7 +74,10 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
         assert len(box.call("query_range", promql="sum(rate(http_requests_total[3s]))")) == 1
         cfg = box.call("read_config", entity="cart")
         assert json.loads(cfg["content"])["release"] == topology.BY_NAME["cart"].releases[0]
-        assert {p["name"] for p in box.call("processes")} >= {"redis", "postgres", "loadgen"}
+        procs = {p["name"]: p for p in box.call("processes")}
+        assert set(procs) >= {"redis", "postgres", "loadgen"}
+        # The batch job runs in a healthy shop too: seeing it run tells nothing.
+        assert procs["reports"]["state"] == "RUNNING"
 
         # Actions are journaled and undone in reverse order.
         box.call("scale", service="cart", replicas=3)

@@ -19,7 +19,7 @@ import pytest
 from itbench_sre import agents, faults, scoring, topology
 from itbench_sre.domain import SreDomain
 from itbench_sre.environment import SreEnvironment
-from itbench_sre.spec import SreSpec
+from itbench_sre.spec import FaultSpec, SreSpec
 from itbench_sre.tools import READABLE
 
 from itbench.agents import Agent, AgentSpec
@@ -35,7 +35,18 @@ from .conftest import live
 
 #: Scenarios whose faults left self-describing artefacts before (a paused process, a job that
 #: ran only with the fault, a certificate swap) and one of the network family.
-LEAK_CHECKED = ["sre/hung-process-catalog-0", "sre/pg-slow-query", "sre/edge-reset-frontend-cart"]
+LEAK_CHECKED = ["sre/hung-process", "sre/pg-slow-query", "sre/edge-reset"]
+#: What the read-only Prometheus endpoint serves, read as a PromQL client would.
+PROM_PATHS = (
+    "/api/v1/rules",
+    "/api/v1/alerts",
+    "/api/v1/targets/metadata",
+    "/api/v1/metadata",
+    "/api/v1/label/__name__/values",
+    "/api/v1/label/job/values",
+    "/api/v1/status/buildinfo",
+    "/api/v1/query?query=ALERTS",
+)
 
 
 def _wait(predicate: Any, timeout: float, step: float = 0.3) -> bool:
@@ -72,6 +83,10 @@ class Reader(Agent):
                 out[f"{name} {json.dumps(args)}"] = toolbox.call(name, **args)
             except ToolError as exc:
                 out[f"{name} {json.dumps(args)}"] = f"error: {exc}"
+        api = task.context["prometheus"]
+        for path in PROM_PATHS:
+            with urllib.request.urlopen(api + path, timeout=10) as resp:
+                out[f"prometheus {path}"] = json.loads(resp.read())
         files = {}
         for path in Path(task.workspace).rglob("*"):
             if path.is_file():
@@ -113,23 +128,29 @@ def test_nothing_an_agent_reads_names_the_scenario(catalog: Catalog, tmp_path: P
         assert all(p.get("process_status") != "stopped" for p in procs.values())
         blob = json.dumps(seen).lower()
         assert len(blob) > 50_000  # the tools did answer
+        assert seen["prometheus /api/v1/rules"]["data"]["groups"]
         for word in forbidden:
             assert word not in blob, word
-        # No harness path either: configs name files relative to the shop.
-        assert (
-            str(tmp_path).lower()
-            not in json.dumps(
-                {k: v for k, v in seen.items() if k not in ("task", "workspace")}
-            ).lower()
-        )
+        # No harness path either: configs name files relative to the shop, and the endpoint
+        # serves no status page that names the server's files or flags.
+        shown = json.dumps({k: v for k, v in seen.items() if k not in ("task", "workspace")})
+        assert str(tmp_path).lower() not in shown.lower()
+        assert "/tmp/" not in shown and "/work/" not in shown
 
 
+@pytest.mark.parametrize("mechanism", ["hung_process", "deadlock"])
 def test_hung_instance_sleeps_and_does_not_answer(
-    domain: SreDomain, catalog: Catalog, tmp_path: Path
+    domain: SreDomain, catalog: Catalog, tmp_path: Path, mechanism: str
 ) -> None:
-    """A hang is a live, sleeping process that no longer answers, and a restart cures it."""
-    spec = catalog.scenarios["sre/hung-process-currency-0"]
-    assert isinstance(spec, SreSpec)
+    """A hang is a live process that sleeps (never stopped, `T`) and no longer answers.
+
+    The event loop blocked: nothing answers, not even the metrics. The deadlocked workers:
+    the metrics still answer, requests pile up. A restart cures both.
+    """
+    base = catalog.scenarios["sre/hung-process"]
+    spec = base.model_copy(
+        update={"faults": [FaultSpec(mechanism=mechanism, target="currency-0")], "decoys": 0}
+    )
     with live(domain, spec, tmp_path) as env:
         env.setup()
         env.inject()
@@ -142,17 +163,19 @@ def test_hung_instance_sleeps_and_does_not_answer(
             state = fh.read().rsplit(")", 1)[1].split()[0]
         assert state in ("S", "R", "D"), state
         assert psutil.Process(proc["pid"]).status() != psutil.STATUS_STOPPED
-        url = f"http://127.0.0.1:{env.shop.instance_port('currency-0')}/health"
+        port = env.shop.instance_port("currency-0")
         with pytest.raises(OSError):
-            urllib.request.urlopen(url, timeout=1.5)
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/convert?amount=5", timeout=1.5)
+        metrics = _answers(f"http://127.0.0.1:{port}/metrics")
+        assert metrics is (mechanism == "deadlock")
         time.sleep(2)
         assert env.shop.identity("currency-0") == (
             proc["pid"],
             psutil.Process(proc["pid"]).create_time(),
         )
         box.call("restart", target="currency-0")
-        assert _wait(lambda: _answers(url), 10)
-        assert _wait(lambda: not env.firing(), 30), env.firing()
+        assert _wait(lambda: _answers(f"http://127.0.0.1:{port}/convert?amount=5"), 30)
+        assert _wait(lambda: not [a for a in env.firing() if a.get("job") == "currency"], 60)
 
 
 def _answers(url: str) -> bool:
@@ -176,9 +199,8 @@ def test_emptied_rules_restored_after_a_reload_fail_mitigation(
     The scenario's fault (no queue consumer) leaves the shoppers' workload within its SLO, so
     without its alert rules the shop would look healthy: only the loaded-rules check fails it.
     """
-    spec = catalog.scenarios["sre/queue-consumer-stopped"]
-    assert isinstance(spec, SreSpec)
-    with live(domain, spec, tmp_path) as env:
+    with live(domain, catalog.scenarios["sre/consumer-stopped"], tmp_path) as env:
+        spec = env.spec
         env.setup()
         env.inject()
         env.wait_observable(60)
@@ -221,7 +243,7 @@ def test_harness_servers_are_out_of_the_tools_and_their_death_shows(
     domain: SreDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
     """Tools refuse to operate monitoring; a harness server killed anyway is a harness problem."""
-    spec = catalog.scenarios["sre/control-compatible-release-currency"]
+    spec = catalog.scenarios["sre/control-release"]
     with live(domain, spec, tmp_path) as env:
         env.setup()
         env.wait_observable(60)
@@ -266,9 +288,8 @@ def test_thrash_that_mitigates_still_fails_on_diagnosis(
     domain: SreDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
     """Rolling back everything cures a retry storm, but the probe's answer names no cause."""
-    spec = catalog.scenarios["sre/retry-storm"]
-    assert isinstance(spec, SreSpec)
-    with live(domain, spec, tmp_path) as env:
+    with live(domain, catalog.scenarios["sre/retry-storm"], tmp_path) as env:
+        spec = env.spec
         env.setup()
         env.inject()
         env.wait_observable(60)
@@ -285,7 +306,7 @@ def test_thrash_that_mitigates_still_fails_on_diagnosis(
         answer = domain.probe("thrash", task, box)
         assert answer == agents.probe_constant()
         rolled = {c.arguments["service"] for c in box.calls if c.tool == "rollback"}
-        assert rolled == {"frontend", "catalog"}
+        assert rolled >= {"frontend", "catalog"}
         evaluation = scoring.evaluate(spec, env, answer, box)  # type: ignore[arg-type]
         assert evaluation.metrics["mitigation_pass"] is True
         assert evaluation.metrics["localization_pass"] is True

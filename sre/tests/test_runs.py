@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from itbench.models import TrialStatus
@@ -11,16 +12,16 @@ from .conftest import run
 #: A representative mix: release, datastore, process, network (diagnosis only) and control.
 VALIDATED = [
     "sre/smoke-cart-bad-release",
-    "sre/redis-down-true",
-    "sre/hung-process-currency-0",
-    "sre/edge-latency-checkout-payment",
+    "sre/redis-down",
+    "sre/hung-process",
+    "sre/edge-latency",
     "sre/control-quiet",
 ]
 #: Mitigation scenarios the destructive agent is tried on.
 MITIGATION = [
     "sre/smoke-cart-bad-release",
-    "sre/redis-down-true",
-    "sre/scaled-down-frontend",
+    "sre/redis-down",
+    "sre/scaled-down",
 ]
 
 
@@ -51,10 +52,33 @@ def test_destructive_agent_fails_every_mitigation(tmp_path: Path) -> None:
         assert r.steps >= 10
 
 
+#: Run inside the sandbox: read the Prometheus API of the task context as a client would,
+#: then try its admin and lifecycle endpoints; prints what each answered.
+PROM_PROBE = """
+import json, os, urllib.request, urllib.error
+api = json.load(open(os.environ["ITBENCH_TASK"]))["context"]["prometheus"]
+codes = {}
+for method, path in [("GET", "/api/v1/query?query=up"), ("POST", "/api/v1/admin/tsdb/delete_series?match[]=up"),
+                     ("POST", "/api/v1/admin/tsdb/snapshot"), ("POST", "/-/reload"), ("POST", "/-/quit"),
+                     ("PUT", "/-/quit"), ("GET", "/api/v1/status/flags"), ("GET", "/api/v1/status/config")]:
+    req = urllib.request.Request(api + path, data=b"" if method != "GET" else None, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            codes[method + " " + path] = resp.status
+    except urllib.error.HTTPError as exc:
+        codes[method + " " + path] = exc.code
+assert json.load(open("alerts.json")) is not None
+answer = {"incident": False, "notes": json.dumps(codes)}
+open("submission.json", "w").write(json.dumps(answer))
+"""
+
+
 def test_external_program_uses_the_same_tools(tmp_path: Path) -> None:
     """An agent that is a shell script calls the shop's tools through `itbench tool`.
 
-    It runs in the sandbox, where `itbench tool` is the bound tool client.
+    It runs in the sandbox, where `itbench tool` is the bound tool client, and reaches the
+    shop's Prometheus API through the task context: queries answer, while the admin and
+    lifecycle endpoints (and the status pages naming the server's files) are refused.
     """
     import os
 
@@ -69,9 +93,9 @@ def test_external_program_uses_the_same_tools(tmp_path: Path) -> None:
         "itbench tool call processes > procs.json\n"
         "itbench tool call alerts > alerts.json\n"
         "grep -q '\"loadgen\"' procs.json\n"
-        "if grep -q alertname alerts.json; then incident=true; else incident=false; fi\n"
-        'echo "{\\"incident\\": $incident}" > submission.json\n'
+        'python3 "$(dirname "$0")/prom.py"\n'
     )
+    (script.parent / "prom.py").write_text(PROM_PROBE)
     os.chmod(script, 0o755)
     config = RunConfig(
         agent="command",
@@ -82,3 +106,9 @@ def test_external_program_uses_the_same_tools(tmp_path: Path) -> None:
     result = outcome.results[0]
     assert result.status is TrialStatus.passed, (result.error, result.metrics)
     assert result.tool_calls == 2
+    submitted = json.loads(
+        (tmp_path / "run" / "trials" / result.handle / "submission.json").read_text()
+    )
+    codes = json.loads(submitted["notes"])
+    assert codes.pop("GET /api/v1/query?query=up") == 200
+    assert codes and all(code in (403, 405) for code in codes.values()), codes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 from pathlib import Path
 from typing import get_args
@@ -12,32 +13,140 @@ from itbench_sre import agents, faults, topology
 from itbench_sre.domain import SreDomain
 from itbench_sre.embedded import HARNESS_RECORD, recorded_shared
 from itbench_sre.pgtemplate import shared_root
+from itbench_sre.rules import RULES
 from itbench_sre.scoring import judge_answer
-from itbench_sre.spec import NOISE_KINDS, TASK_TYPES, NoiseKind, SreSpec
+from itbench_sre.spec import NOISE_KINDS, TASK_TYPES, FaultSpec, NoiseKind, SreSpec, SreSubmission
 from pydantic import ValidationError
 
 from itbench.catalog import Catalog
 
 
+def _draws(spec: SreSpec, n: int = 12) -> list[SreSpec]:
+    """``n`` concrete draws of a scenario, as trials get them."""
+    return [spec.concrete(random.Random(seed)) for seed in range(n)]
+
+
 def test_catalog_is_complete(catalog: Catalog) -> None:
+    """At least 60 problems, 10 multi-fault, noisy or metastable, 6 controls, every mechanism."""
     assert not catalog.errors, [e.line() for e in catalog.errors]
-    specs = list(catalog.scenarios.values())
-    assert len(specs) >= 40
-    smoke = [s for s in specs if "smoke" in s.tags]
-    assert len(smoke) == 1
-    used = {f.mechanism for s in specs for f in s.faults}  # type: ignore[attr-defined]
+    specs = [s for s in catalog.scenarios.values() if isinstance(s, SreSpec)]
+    assert len(specs) >= 60
+    assert len([s for s in specs if "smoke" in s.tags]) == 1
+    used = {f.mechanism for s in specs for f in s.faults}
     assert used >= set(faults.MECHANISMS), set(faults.MECHANISMS) - used
-    assert any(not s.faults for s in specs)  # type: ignore[attr-defined]
-    assert any(s.noise for s in specs)  # type: ignore[attr-defined]
+    hard = [
+        s for s in specs if len(s.faults) > 1 or (s.faults and s.noise) or "metastable" in s.tags
+    ]
+    assert len(hard) >= 10
+    controls = [s for s in specs if not s.faults]
+    assert len(controls) >= 6 and all("control" in s.tags for s in controls)
+    assert any(s.noise and not s.decoys for s in controls)  # noise and nothing else
+    assert any(any(n.kind == "alert_blip" for n in s.noise) for s in controls)
+    # Problems, not variants: no two files share their faults, noise, history and tasks.
+    shapes = [
+        (
+            tuple((f.mechanism, tuple(f.declared)) for f in s.faults),
+            tuple(n.kind for n in s.noise),
+            s.decoys,
+            tuple(s.task_types),
+        )
+        for s in specs
+    ]
+    assert len(set(shapes)) == len(shapes)
 
 
-def test_fault_library_has_twenty_mechanisms() -> None:
-    assert len(faults.MECHANISMS) >= 20
+def test_draws_explore_the_declared_sets(catalog: Catalog) -> None:
+    """Targets, parameters, noise and decoys are drawn per trial, within the declared sets."""
+    spec = catalog.scenarios["sre/wrong-upstream"]
+    assert isinstance(spec, SreSpec)
+    draws = _draws(spec, 40)
+    targets = {d.faults[0].chosen for d in draws}
+    assert targets == set(spec.faults[0].declared)
+    for d in draws:
+        fault = d.faults[0]
+        assert fault.params["upstream"] in topology.BY_NAME[fault.chosen].upstreams
+        assert d.drawn and len(d.decoy_changes) == spec.decoys
+        assert fault.chosen not in {x.target for x in d.decoy_changes}
+        record = d.drawn_record()
+        assert record["faults"][0]["target"] == fault.chosen
+    # Two faults of a problem get different targets where the sets allow it.
+    double = catalog.scenarios["sre/deadlock-and-rollout"]
+    assert isinstance(double, SreSpec)
+    for d in _draws(double):
+        assert d.faults[0].chosen != d.faults[1].chosen
+    # The same seed draws the same problem; a concrete scenario draws nothing more.
+    assert spec.concrete(random.Random(3)) == spec.concrete(random.Random(3))
+    once = spec.concrete(random.Random(3))
+    assert once.concrete(random.Random(4)) == once
+
+
+def test_summary_and_facets_show_mechanisms_and_declared_targets(catalog: Catalog) -> None:
+    spec = catalog.scenarios["sre/leak-and-release"]
+    assert isinstance(spec, SreSpec)
+    summary = spec.summary()
+    assert summary["mechanisms"] == ["fd_leak", "bad_release"]
+    assert summary["targets"] == [["catalog", "checkout"], ["cart", "payment"]]
+    assert spec.facets() == {"mechanism": "fd_leak+bad_release", "kind": "multi-fault"}
+    control = catalog.scenarios["sre/control-quiet"]
+    assert control.facets() == {"mechanism": "none", "kind": "control"}
+
+
+def test_fault_library_has_every_mechanism_with_a_signature() -> None:
+    assert len(faults.MECHANISMS) >= 34
     for mech in faults.MECHANISMS.values():
         assert mech.fault_type in faults.FAULT_TYPES
+        assert mech.observable, mech.name
         for target in mech.targets:
-            assert mech.alerts(target)
-            assert topology.canonical(mech.root(target)) == mech.root(target)
+            fault = FaultSpec(
+                mechanism=mech.name,
+                target=target,
+                draw={p.name: [] for p in mech.params if p.choices},
+            )
+            concrete = fault.concrete(random.Random(0))
+            checks = mech.signature(target, concrete.merged_params())
+            assert checks and all(c.promql or c.log_text for c in checks), (mech.name, target)
+            root = mech.root(target)
+            assert topology.canonical(root) == root or topology.parse_edge(root), root
+
+
+def test_no_alert_names_a_fault_type() -> None:
+    """Alerts are symptoms per service: no name or summary tells a fault type or mechanism.
+
+    So the baseline, which reads types off alert names, cannot: it maps only a latency
+    symptom (which slow releases, saturated CPUs, locked tables and slow links all raise).
+    """
+    words = {w for t in faults.FAULT_TYPES for w in t.split("_")} | set(faults.MECHANISMS)
+    # Symptom words several mechanisms share (an alert may say what hurts).
+    words -= {
+        "down",
+        "loss",
+        "failure",
+        "release",
+        "bad",
+        "latency",
+        "saturation",
+        "reset",
+        "upstream",
+    }
+    for rule in RULES:
+        text = f"{rule['alert']} {rule['annotations']}".lower()
+        for word in words:
+            assert word not in text, (rule["alert"], word)
+    names = {str(r["alert"]) for r in RULES}
+    assert names == {
+        "HighErrorRate",
+        "HighLatency",
+        "InstanceDown",
+        "UpstreamErrors",
+        "DependencyUnreachable",
+        "Saturation",
+        "InstanceRestarting",
+        "WorkloadErrors",
+    }
+    assert set(agents._ALERT_TYPES) <= {"HighLatency"}
+    saturation = next(r for r in RULES if r["alert"] == "Saturation")
+    for resource in ("cpu", "memory", "pool", "fds", "threads", "queue"):
+        assert f'"{resource}"' in str(saturation["expr"])
 
 
 def _spec(**fields: object) -> SreSpec:
@@ -85,9 +194,15 @@ def test_errors_list_the_valid_values() -> None:
     flag = {"mechanism": "feature_flag", "target": "checkout"}
     with pytest.raises(ValidationError, match="on checkout must be one of 'gift_wrap'.*default"):
         _spec(faults=[flag])
+    with pytest.raises(ValidationError, match="give exactly one of 'target' or 'targets'"):
+        _spec(faults=[{"mechanism": "redis_down"}])
+    with pytest.raises(ValidationError, match=r"no value of 'flag' in \['nope'\] is valid"):
+        _spec(faults=[{**flag, "draw": {"flag": ["nope"]}}])
+    with pytest.raises(ValidationError, match="unknown parameter 'nope' for feature_flag"):
+        _spec(faults=[{**flag, "draw": {"nope": []}}])
     assert _spec(faults=[{**flag, "params": {"flag": "gift_wrap"}}]).faults[0].merged_params()
-    with pytest.raises(ValidationError, match=r"needs a service, got 'cart' \(valid: frontend, "):
-        _spec(noise=[{"kind": "compatible_release", "target": "cart"}])
+    with pytest.raises(ValidationError, match=r"needs a service, got 'cart-1' \(valid: frontend, "):
+        _spec(noise=[{"kind": "compatible_release", "target": "cart-1"}])
 
 
 def test_noise_kinds_and_task_types_are_the_domains_vocabulary() -> None:
@@ -126,11 +241,14 @@ def test_ground_truth_is_derived_from_the_library() -> None:
         ]
     ).truth()
     assert truth.incident
-    assert truth.root_causes == ["currency", "payment"]
+    # A network fault's root is its link, never the mesh.
+    assert truth.root_causes == ["currency", "checkout->payment"]
     assert truth.fault_types == ["process_hang", "network_latency"]
     assert ("currency", "payment") in truth.propagation
     assert ("payment", "checkout") in truth.propagation
-    assert "checkout->payment" in truth.aliases["payment"]
+    assert "mesh" not in json.dumps(truth.model_dump())
+    with pytest.raises(ValueError, match="has not been drawn"):
+        _spec(faults=[{"mechanism": "redis_down", "targets": ["redis"]}]).truth()
 
 
 def test_nothing_the_agent_reads_names_the_mechanism(catalog: Catalog) -> None:
@@ -141,7 +259,8 @@ def test_nothing_the_agent_reads_names_the_mechanism(catalog: Catalog) -> None:
         for name in names:
             assert name not in text, (spec.id, name)
         for f in spec.faults:  # type: ignore[attr-defined]
-            assert f.target not in text, (spec.id, f.target)
+            for target in f.declared:
+                assert target not in text, (spec.id, target)
 
 
 def test_injector_code_stays_out_of_the_shop_tree() -> None:
@@ -174,9 +293,10 @@ def test_public_facts_never_determine_the_answer(catalog: Catalog) -> None:
     groups: dict[tuple[object, ...], set[tuple[object, ...]]] = {}
     for spec in catalog.scenarios.values():
         assert isinstance(spec, SreSpec)
-        truth = spec.truth()
-        answer = (truth.incident, tuple(truth.root_causes), tuple(truth.fault_types))
-        groups.setdefault(_public_view(spec), set()).add(answer)
+        for drawn in _draws(spec, 6):
+            truth = drawn.truth()
+            answer = (truth.incident, tuple(truth.root_causes), tuple(truth.fault_types))
+            groups.setdefault(_public_view(spec), set()).add(answer)
     assert len(groups) >= 4
     for view, answers in groups.items():
         assert len(answers) >= 2, (view, answers)
@@ -192,11 +312,12 @@ def test_probe_answers_fail_every_scenario_without_mitigation(catalog: Catalog) 
     assert constant.incident and constant.root_causes == ["frontend"] and not constant.propagation
     for spec in catalog.scenarios.values():
         assert isinstance(spec, SreSpec)
-        passes, _ = judge_answer(spec.truth(), constant)
-        asked = [t for t in spec.task_types if t != "mitigation"]
-        assert not all(passes[t] for t in asked), spec.id
-        if "control" in spec.tags:
-            assert not passes["detection"], spec.id
+        for drawn in _draws(spec, 6):
+            passes, _ = judge_answer(drawn.truth(), constant)
+            asked = [t for t in spec.task_types if t != "mitigation"]
+            assert not all(passes[t] for t in asked), spec.id
+            if "control" in spec.tags:
+                assert not passes["detection"], spec.id
 
 
 def test_recovery_accepts_only_a_shared_directory_of_deploys_shape(tmp_path: Path) -> None:
@@ -210,3 +331,62 @@ def test_recovery_accepts_only_a_shared_directory_of_deploys_shape(tmp_path: Pat
     assert recorded_shared(tmp_path) == good
     record.write_text("not json")
     assert recorded_shared(tmp_path) is None
+
+
+def test_configurations_keep_the_shops_traffic_on_this_machine() -> None:
+    """Registry records and service upstreams the agent edits stay on loopback addresses."""
+    from itbench_sre.tools import _check_addresses
+
+    from itbench import ToolError
+
+    _check_addresses("dns", json.dumps({"records": {"payment.svc": "127.0.0.2"}}))
+    _check_addresses("cart", json.dumps({"upstreams": {"redis": "127.0.0.1:6379"}}))
+    _check_addresses("checkout", json.dumps({"upstreams": {"payment": "payment.svc:5000"}}))
+    for entity, doc in (
+        ("dns", {"records": {"payment.svc": "10.1.2.3"}}),
+        ("dns", {"records": {"payment.svc": "example.org"}}),
+        ("dns", {"records": {"evil": "127.0.0.1"}}),
+        ("checkout", {"upstreams": {"payment": "192.168.1.9:443"}}),
+        ("checkout", {"upstreams": {"payment": "example.org:80"}}),
+    ):
+        with pytest.raises(ToolError, match="loopback"):
+            _check_addresses(entity, json.dumps(doc))
+
+
+def test_readme_gives_every_mechanisms_observable_signature() -> None:
+    """sre/README.md has a row per mechanism with its signature and readiness check.
+
+    The check is the first target's, with default parameters (or the first valid value).
+    """
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for mech in faults.MECHANISMS.values():
+        row = next((ln for ln in readme.splitlines() if ln.startswith(f"| `{mech.name}` |")), "")
+        assert mech.observable in row, mech.name
+        target = mech.targets[0]
+        params = dict(mech.defaults)
+        for p in mech.params:
+            valid = p.choices(target) if p.choices else ()
+            if valid and params[p.name] not in valid:
+                params[p.name] = valid[0]
+        checks = mech.signature(target, params)
+        assert all(c.describe().replace("|", "\\|") in row for c in checks), mech.name
+
+
+def test_listing_every_entity_and_edge_passes_nothing(catalog: Catalog) -> None:
+    """The lister's answer (every entity and edge, both directions) fails every problem."""
+    edges = [(a, b) for a, b in topology.edges()]
+    answer = SreSubmission(
+        incident=True,
+        root_causes=[*topology.entities(), *(topology.edge_name(a, b) for a, b in edges)],
+        fault_type=faults.FAULT_TYPES[0],
+        propagation=[(b, a) for a, b in edges] + edges,
+    )
+    for spec in catalog.scenarios.values():
+        assert isinstance(spec, SreSpec)
+        for drawn in _draws(spec, 4):
+            truth = drawn.truth()
+            passes, metrics = judge_answer(truth, answer)
+            asked = [t for t in spec.task_types if t != "mitigation"]
+            assert not all(passes[t] for t in asked), spec.id
+            if truth.incident:
+                assert metrics["loc_score"] < 0.1 and not passes["localization"], spec.id

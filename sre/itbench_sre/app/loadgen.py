@@ -64,14 +64,24 @@ def _request(
     return 0
 
 
+def _watch(path: Path, cfg: dict[str, Any]) -> None:
+    """Follow the offered rate of the configuration file (the shoppers' traffic)."""
+    while True:
+        time.sleep(1.0)
+        try:
+            cfg["rate"] = float(json.loads(path.read_text())["rate"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+
+
 def _worker(
     cfg: dict[str, Any], out: Any, lock: threading.Lock, rr: itertools.count[int], n: int
 ) -> None:
-    interval = float(cfg["workers"]) / float(cfg["rate"])
     kinds = [k for k, w in MIX for _ in range(w)]
     rnd = random.Random(n)
-    time.sleep(rnd.random() * interval)
+    time.sleep(rnd.random() * float(cfg["workers"]) / float(cfg["rate"]))
     while True:
+        interval = float(cfg["workers"]) / float(cfg["rate"])
         t0 = time.time()
         kind = rnd.choice(kinds)
         status = _request(
@@ -101,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(cfg["outcomes"]).open("a", encoding="utf-8", buffering=1)  # noqa: SIM115 - open for the life of the process
     lock = threading.Lock()
     rr = itertools.count()
+    threading.Thread(target=_watch, args=(Path(args[0]), cfg), daemon=True).start()
     threads = [
         threading.Thread(target=_worker, args=(cfg, out, lock, rr, i), daemon=True)
         for i in range(int(cfg["workers"]))

@@ -3,8 +3,10 @@
 ``python -m itbench_sre.app.mesh ROUTES LINKS``: ``ROUTES`` (JSON) maps an edge name to its
 listen port and target addresses (replicas, tried round-robin). ``LINKS`` (JSON, re-read every
 half second) holds the state of the network links under the mesh, per edge: extra delay,
-loss and reset probabilities, and whether the link is cut. The links file belongs to the
-environment's operator, not to the shop.
+loss and reset probabilities, whether the link is cut and, with ``flap_s``, whether the state
+holds only every other period of that many seconds; and per backend address (``@host:port``)
+the extra delay of the path to that one backend. The links file belongs to the environment's
+operator, not to the shop.
 """
 
 from __future__ import annotations
@@ -43,15 +45,26 @@ def _watch_links(path: Path) -> None:
         time.sleep(0.3)
 
 
-def _connect(targets: list[str], rr: itertools.count[int]) -> socket.socket | None:
+def _connect(
+    targets: list[str], rr: itertools.count[int]
+) -> tuple[socket.socket, str] | tuple[None, None]:
     start = next(rr)
     for i in range(len(targets)):
-        host, _, port = targets[(start + i) % len(targets)].rpartition(":")
+        addr = targets[(start + i) % len(targets)]
+        host, _, port = addr.rpartition(":")
         try:
-            return socket.create_connection((host, int(port)), timeout=1.0)
+            return socket.create_connection((host, int(port)), timeout=1.0), addr
         except OSError:
             continue
-    return None
+    return None, None
+
+
+def _active(link: dict[str, Any]) -> dict[str, Any]:
+    """The link state in force now (nothing during the quiet half of a flapping period)."""
+    period = float(link.get("flap_s", 0) or 0)
+    if period and int(time.time() / period) % 2:
+        return {}
+    return link
 
 
 def _reset(sock: socket.socket) -> None:
@@ -60,7 +73,7 @@ def _reset(sock: socket.socket) -> None:
 
 
 def _serve(edge: str, client: socket.socket, targets: list[str], rr: itertools.count[int]) -> None:
-    link = _links.get(edge, {})
+    link = _active(_links.get(edge, {}))
     try:
         if link.get("cut"):
             # A cut link: packets vanish, the caller sees only its own timeout.
@@ -75,18 +88,18 @@ def _serve(edge: str, client: socket.socket, targets: list[str], rr: itertools.c
         if random.random() < float(link.get("reset", 0)):
             _reset(client)
             return
-        upstream = _connect(targets, rr)
+        upstream, addr = _connect(targets, rr)
         if upstream is None:
             CONNS.labels(edge=edge, outcome="refused").inc()
             _reset(client)
             return
         CONNS.labels(edge=edge, outcome="ok").inc()
-        _pump(edge, client, upstream)
+        _pump(edge, client, upstream, f"@{addr}")
     except OSError:
         client.close()
 
 
-def _pump(edge: str, client: socket.socket, upstream: socket.socket) -> None:
+def _pump(edge: str, client: socket.socket, upstream: socket.socket, path: str) -> None:
     client.setblocking(True)
     upstream.setblocking(True)
     socks = [client, upstream]
@@ -100,7 +113,8 @@ def _pump(edge: str, client: socket.socket, upstream: socket.socket) -> None:
                 if not data:
                     return
                 if s is client:
-                    delay = float(_links.get(edge, {}).get("delay_ms", 0)) / 1000
+                    delay = float(_active(_links.get(edge, {})).get("delay_ms", 0)) / 1000
+                    delay += float(_links.get(path, {}).get("delay_ms", 0)) / 1000
                     if delay:
                         time.sleep(delay)
                     upstream.sendall(data)

@@ -29,6 +29,11 @@ UPSTREAM_LATENCY = Histogram(
 )
 INFLIGHT = Gauge("inflight_requests", "Requests being served")
 INFO = Gauge("app_info", "Release of the running instance", ["release"])
+THREADS = Gauge("process_threads", "Threads of the process")
+THREADS.set_function(threading.active_count)
+#: Largest difference between a request's date and the receiver's clock, seconds.
+DATE_WINDOW_S = 30.0
+DATE_HEADER = "X-Request-Date"
 
 _trace: ContextVar[tuple[str, str] | None] = ContextVar("trace", default=None)
 
@@ -53,6 +58,9 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self._log_lock = threading.Lock()
+        #: Seconds this instance's clock is ahead of the host's (set by the time daemon).
+        self.clock_offset = 0.0
+        self.names = NameRegistry(self.env_dir / "config" / "dns.json")
         logs = self.env_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         self._log = (logs / f"{self.instance}.log").open("a", encoding="utf-8", buffering=1)
@@ -66,12 +74,37 @@ class Runtime:
             )
         INFO.labels(release=str(self.config.get("release", "unknown"))).set(1)
 
+    def now(self) -> float:
+        """This instance's wall clock."""
+        return time.time() + self.clock_offset
+
+    def step_clock(self) -> None:
+        """Take the clock step the time daemon left for this instance (seconds, a number)."""
+        path = self.env_dir / "run" / "clock" / self.instance
+        try:
+            self.clock_offset = float(path.read_text().strip() or 0)
+        except (OSError, ValueError):
+            return
+        self.log("warning", "clock stepped", offset_s=self.clock_offset)
+
+    def date_problem(self, header: str | None) -> str | None:
+        """Why a request's date is refused (too far from this clock), or ``None``."""
+        if header is None:
+            return None
+        try:
+            skew = float(header) - self.now()
+        except ValueError:
+            return "malformed request date"
+        if abs(skew) > DATE_WINDOW_S:
+            return f"request date outside the allowed window ({skew:+.0f}s)"
+        return None
+
     # --- logs -------------------------------------------------------------------------
     def log(self, level: str, msg: str, **fields: Any) -> None:
         """Write one JSON log line."""
         ctx = _trace.get()
         rec = {
-            "ts": round(time.time(), 3),
+            "ts": round(self.now(), 3),
             "level": level,
             "service": self.service,
             "instance": self.instance,
@@ -137,7 +170,7 @@ class Runtime:
             UpstreamError: every attempt failed.
         """
         addr = self.config["upstreams"][upstream]
-        host, _, port = addr.rpartition(":")
+        name, _, port = addr.rpartition(":")
         timeout = float(self.config.get("timeouts", {}).get(upstream, 2.0))
         retries = int(self.config.get("retries", {}).get(upstream, 0))
         tls = self.config.get("tls", {}).get(upstream)
@@ -147,11 +180,12 @@ class Runtime:
         for attempt in range(retries + 1):
             span_id = secrets.token_hex(8)
             start = time.time()
-            headers = {"Content-Type": "application/json"}
+            headers = {"Content-Type": "application/json", DATE_HEADER: f"{self.now():.3f}"}
             if ctx:
                 headers["traceparent"] = f"00-{ctx[0]}-{span_id}-01"
             outcome = "error"
             try:
+                host = self.names.resolve(name)
                 conn: http.client.HTTPConnection
                 if tls:
                     sslctx = ssl.create_default_context(cafile=tls["ca"])
@@ -168,11 +202,11 @@ class Runtime:
                     data = resp.read()
                 finally:
                     conn.close()
-                if resp.status < 500:
+                if resp.status < 400 or resp.status == 404:
                     outcome = "ok" if resp.status < 400 else "client_error"
                     answer: dict[str, Any] = json.loads(data or b"{}")
                     return answer
-                last = f"HTTP {resp.status}"
+                last = f"HTTP {resp.status}: {_reason(data)}"
                 status = 502
             except TimeoutError:
                 last = f"timeout after {timeout:g}s"
@@ -199,6 +233,66 @@ class Runtime:
                 time.sleep(0.02 * (attempt + 1) * random.random())
         self.log("error", f"call to {upstream} failed", upstream=upstream, reason=last)
         raise UpstreamError(upstream, last, status)
+
+
+def _reason(data: bytes) -> str:
+    try:
+        return str(json.loads(data).get("error", ""))[:200]
+    except (ValueError, AttributeError):
+        return ""
+
+
+def observe_datastore(upstream: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn`` as one call to a datastore, counted in the upstream-call metrics."""
+    start = time.time()
+    outcome = "error"
+    try:
+        result = fn(*args, **kwargs)
+        outcome = "ok"
+        return result
+    finally:
+        UPSTREAM.labels(upstream=upstream, outcome=outcome).inc()
+        UPSTREAM_LATENCY.labels(upstream=upstream).observe(time.time() - start)
+
+
+class NameRegistry:
+    """The shop's name registry: service names (``catalog.svc``) to addresses.
+
+    Re-read when the file changes; a name missing from it does not resolve. Addresses that
+    are no registry name (``127.0.0.1``) resolve to themselves.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._mtime = -1.0
+        self._checked = 0.0
+        self._records: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def resolve(self, name: str) -> str:
+        """The address of ``name``.
+
+        Raises:
+            OSError: the name does not resolve.
+        """
+        if not name.endswith(".svc"):
+            return name
+        with self._lock:
+            now = time.monotonic()
+            if now - self._checked > 1.0:
+                self._checked = now
+                try:
+                    mtime = self.path.stat().st_mtime
+                    if mtime != self._mtime:
+                        data = json.loads(self.path.read_text())
+                        self._records = {str(k): str(v) for k, v in data["records"].items()}
+                        self._mtime = mtime
+                except (OSError, ValueError, KeyError, AttributeError):
+                    pass
+            address = self._records.get(name)
+        if address is None:
+            raise OSError(f"name {name} does not resolve")
+        return address
 
 
 class TokenBucket:

@@ -7,6 +7,7 @@ import json
 import os
 import queue
 import random
+import resource
 import signal
 import ssl
 import sys
@@ -20,6 +21,7 @@ from urllib.parse import parse_qs, urlparse
 
 import psutil
 from itbench_sre.app.runtime import (
+    DATE_HEADER,
     INFLIGHT,
     LATENCY,
     REQUESTS,
@@ -27,6 +29,7 @@ from itbench_sre.app.runtime import (
     TokenBucket,
     UpstreamError,
     env_dir,
+    observe_datastore,
 )
 from prometheus_client import Gauge, generate_latest
 
@@ -34,6 +37,8 @@ POOL_IN_USE = Gauge("pool_connections_in_use", "Datastore connections in use")
 POOL_MAX = Gauge("pool_connections_max", "Datastore pool size")
 QUEUE_DEPTH = Gauge("queue_depth", "Messages waiting in the order queue")
 QUEUE_PROCESSED = Gauge("queue_last_processed_timestamp", "When a message was last handled")
+DISK_FREE = Gauge("disk_free_bytes", "Free space of the data volume")
+DISK_SIZE = Gauge("disk_size_bytes", "Size of the data volume")
 
 
 class HttpError(Exception):
@@ -75,7 +80,14 @@ class PgPool:
         )
 
     def query(self, sql: str, args: tuple[Any, ...] = (), fetch: bool = True) -> list[Any]:
-        """Run one statement on a pooled connection."""
+        """Run one statement on a pooled connection (one call to the datastore)."""
+        return list(observe_datastore("postgres", self._query, sql, args, fetch))
+
+    def side_connection(self) -> Any:
+        """A connection outside the pool, for statements that keep their own session."""
+        return self._connect()
+
+    def _query(self, sql: str, args: tuple[Any, ...], fetch: bool) -> list[Any]:
         if not self.sem.acquire(timeout=self.timeout):
             raise HttpError(503, "database pool exhausted: no connection within timeout")
         self.used += 1
@@ -112,6 +124,52 @@ class PgPool:
             self.sem.release()
 
 
+def _refresher(path: str) -> None:
+    """Keep a route's cached answer fresh (until the process ends)."""
+    while True:
+        time.sleep(0.02)
+        _burn(0.0005)
+
+
+class Stats:
+    """Per-route request counters, with a detailed mode that also keeps per-route timings.
+
+    The detailed mode takes the timing table's lock while holding the counters' lock, and
+    its flusher takes them in the opposite order.
+    """
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.timings: dict[str, float] = {}
+        self.counts_lock = threading.Lock()
+        self.timings_lock = threading.Lock()
+        self.detailed = False
+
+    def count(self, path: str) -> None:
+        """Count one request of ``path``."""
+        with self.counts_lock:
+            self.counts[path] = self.counts.get(path, 0) + 1
+            if self.detailed:
+                time.sleep(0.002)
+                with self.timings_lock:
+                    self.timings[path] = time.time()
+
+    def flush(self) -> None:
+        """Fold the timings into the counters every few milliseconds (detailed mode only)."""
+        while True:
+            time.sleep(0.005 if self.detailed else 0.25)
+            if not self.detailed:
+                continue
+            with self.timings_lock:
+                time.sleep(0.002)
+                with self.counts_lock:
+                    self.timings.clear()
+
+    def toggle(self) -> None:
+        """Switch the detailed mode (the operator's diagnostics signal)."""
+        self.detailed = not self.detailed
+
+
 def _burn(seconds: float) -> float:
     """Spend ``seconds`` of this thread's CPU time on decimal arithmetic."""
     x = Decimal(1)
@@ -132,13 +190,14 @@ def _redis(rt: Runtime) -> Any:
         socket_timeout=float(rt.config.get("timeouts", {}).get("redis", 1.0)),
         socket_connect_timeout=1.0,
         max_connections=int(rt.config.get("pool_size", 4)) * 4,
+        password=rt.config.get("redis_password") or None,
         decode_responses=True,
     )
 
 
 def _redis_call(fn: Any, *args: Any) -> Any:
     try:
-        return fn(*args)
+        return observe_datastore("redis", fn, *args)
     except Exception as exc:
         raise HttpError(500, f"redis error: {type(exc).__name__}: {exc}") from exc
 
@@ -158,6 +217,9 @@ class Shop:
         workers = rt.config.get("max_concurrency")
         self.workers = threading.BoundedSemaphore(int(workers)) if workers else None
         self.work_s = float(rt.config.get("work_ms") or 0) / 1000
+        #: Files and sessions kept open by the audit trail and the statement cache.
+        self.kept: list[Any] = []
+        self.stats = Stats()
 
     def handle(self, method: str, path: str, query: dict[str, str], body: Any) -> Any:
         """Dispatch one request; returns a JSON-able answer or raises ``HttpError``."""
@@ -166,12 +228,35 @@ class Shop:
             raise HttpError(404, "no such route")
         if self.bucket is not None and not self.bucket.take():
             raise HttpError(503, "instance over capacity")
+        self.stats.count(path)
+        if self.flags.get("audit_trail"):
+            self._audit(method, path)
+        if self.flags.get("background_refresh"):
+            threading.Thread(target=_refresher, args=(path,), daemon=True).start()
+        if self.flags.get("statement_cache") and self.pg is not None:
+            try:
+                self.kept.append(self.pg.side_connection())
+            except Exception as exc:  # noqa: BLE001 - the database refuses: the request fails
+                raise HttpError(500, f"database error: {type(exc).__name__}: {exc}") from None
         if self.workers is None:
             return fn(method, path, query, body)
         with self.workers:
             if self.work_s:
                 time.sleep(self.work_s)
             return fn(method, path, query, body)
+
+    def _audit(self, method: str, path: str) -> None:
+        """Append the request to the audit trail (one handle per record file)."""
+        trail = self.rt.env_dir / "data" / self.rt.instance
+        try:
+            trail.mkdir(parents=True, exist_ok=True)
+            for part in ("request", "meta", "index"):
+                fh = (trail / f"audit-{part}.log").open("a", encoding="utf-8")
+                fh.write(f"{self.rt.now():.3f} {method} {path}\n")
+                fh.flush()
+                self.kept.append(fh)
+        except OSError as exc:
+            raise HttpError(500, f"audit trail: {type(exc).__name__}: {exc}") from None
 
     # --- frontend -------------------------------------------------------------------
     def r_frontend(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
@@ -271,10 +356,22 @@ class Shop:
             (user, int(conv["amount"]), int(ship["cost"])),
         )
         order = rows[0][0]
+        self._receipt(order, user, int(conv["amount"]))
         depth = _redis_call(self.redis.rpush, "orders", json.dumps({"order": order, "user": user}))
         QUEUE_DEPTH.set(int(depth))
         rt.call("cart", "DELETE", f"/cart/{user}")
         return {"order": order, "payment": pay.get("id")}
+
+    def _receipt(self, order: int, user: str, amount: int) -> None:
+        """Keep the order's receipt on the data volume."""
+        receipts = self.rt.env_dir / "data" / "receipts"
+        try:
+            receipts.mkdir(parents=True, exist_ok=True)
+            (receipts / f"{order}.json").write_text(
+                json.dumps({"order": order, "user": user, "amount": amount})
+            )
+        except OSError as exc:
+            raise HttpError(500, f"receipt: {type(exc).__name__}: {exc}") from None
 
     # --- payment --------------------------------------------------------------------
     def r_payment(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
@@ -301,6 +398,9 @@ class Shop:
         rate = {"EUR": 0.92, "USD": 1.0, "GBP": 0.79}.get(q.get("to", "USD"), 1.0)
         if self.flags.get("precise_rounding"):
             _burn(0.2)
+        if self.release >= "5.1.0":
+            # The next release refreshes its rates from the reference table on every call.
+            time.sleep(0.7)
         return {"amount": int(amount * rate)}
 
     # --- notification (HTTP side) -----------------------------------------------------
@@ -309,26 +409,52 @@ class Shop:
         return {"queued": QUEUE_DEPTH._value.get()}
 
     def consume(self) -> None:
-        """Background consumer of the order queue (notification only)."""
+        """Background consumer of the order queue (notification only).
+
+        Reliable queue: a message moves to ``orders:processing`` while it is handled, so a
+        consumer that dies mid-message finds it again at start. With ``dead_letter`` on, a
+        message that cannot be read moves to ``orders:dead`` instead.
+        """
         assert self.redis is not None and self.pg is not None
+        work_s = 0.9 if self.release >= "1.1.0" else 0.0
+        for item in _redis_call(self.redis.lrange, "orders:processing", 0, -1):
+            self._deliver(item, work_s)
         while True:
             try:
                 QUEUE_DEPTH.set(self.redis.llen("orders"))
-                item = self.redis.blpop(["orders"], timeout=1)
+                item = self.redis.blmove("orders", "orders:processing", 1, "LEFT", "RIGHT")
                 if item is None:
                     QUEUE_PROCESSED.set(time.time())
                     continue
-                msg = json.loads(item[1])
-                self.pg.query(
-                    "INSERT INTO notifications (order_id, username) VALUES (%s, %s)",
-                    (int(msg["order"]), str(msg["user"])),
-                    fetch=False,
-                )
-                QUEUE_PROCESSED.set(time.time())
-                self.rt.log("info", "order confirmation sent", order=msg["order"])
+                self._deliver(item, work_s)
             except Exception as exc:  # noqa: BLE001 - keep consuming after datastore hiccups
                 self.rt.log("error", "queue consumer error", reason=f"{type(exc).__name__}: {exc}")
                 time.sleep(0.5)
+
+    def _deliver(self, item: str, work_s: float) -> None:
+        """Send one order confirmation, then drop the message from the processing list."""
+        assert self.redis is not None and self.pg is not None
+        try:
+            msg = json.loads(item)
+            order, user = int(msg["order"]), str(msg["user"])
+        except (ValueError, KeyError, TypeError) as exc:
+            if self.rt.config.get("dead_letter"):
+                self.redis.lpush("orders:dead", item)
+                self.redis.lrem("orders:processing", 1, item)
+                self.rt.log("warning", "unreadable message moved aside", reason=str(exc))
+                return
+            self.rt.log("fatal", "cannot read order message", reason=f"{type(exc).__name__}: {exc}")
+            os._exit(70)
+        if work_s:
+            time.sleep(work_s)
+        self.pg.query(
+            "INSERT INTO notifications (order_id, username) VALUES (%s, %s)",
+            (order, user),
+            fetch=False,
+        )
+        self.redis.lrem("orders:processing", 1, item)
+        QUEUE_PROCESSED.set(time.time())
+        self.rt.log("info", "order confirmation sent", order=order)
 
 
 def _handler(rt: Runtime, shop: Shop) -> type[BaseHTTPRequestHandler]:
@@ -360,6 +486,9 @@ def _handler(rt: Runtime, shop: Shop) -> type[BaseHTTPRequestHandler]:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}") if length else {}
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
+                refused = rt.date_problem(self.headers.get(DATE_HEADER))
+                if refused:
+                    raise HttpError(401, refused)
                 answer = shop.handle(method, url.path, query, body)
             except HttpError as exc:
                 status, answer = exc.status, {"error": str(exc)}
@@ -423,6 +552,25 @@ def _validate(cfg: dict[str, Any], path: Path) -> None:
             raise SystemExit(f"{path}: timeouts.{name} must be a positive number")
 
 
+def _data_volume(rt: Runtime) -> None:
+    """Remove this instance's stale crash dumps and export the data volume's space."""
+    mine = rt.env_dir / "data" / rt.instance
+    for dump in mine.glob("*.dump") if mine.is_dir() else ():
+        with contextlib.suppress(OSError):
+            dump.unlink()
+    data = rt.env_dir / "data"
+
+    def stat(field: str) -> float:
+        try:
+            st = os.statvfs(data)
+        except OSError:
+            return 0.0
+        return float(getattr(st, field) * st.f_frsize)
+
+    DISK_FREE.set_function(lambda: stat("f_bavail"))
+    DISK_SIZE.set_function(lambda: stat("f_blocks"))
+
+
 def _memory_watch(rt: Runtime) -> None:
     limit = rt.config.get("memory_limit_mb")
     if not limit:
@@ -459,7 +607,12 @@ def main(argv: list[str] | None = None) -> None:
             }
             fh.write(json.dumps(rec) + "\n")
         raise
+    files = cfg.get("max_open_files")
+    if files:
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(int(files), hard), hard))
     rt = Runtime(cfg["service"], instance, cfg, env_dir())
+    _data_volume(rt)
     shop = Shop(rt)
     server = ThreadingHTTPServer(("127.0.0.1", port), _handler(rt, shop))
     server.daemon_threads = True
@@ -470,6 +623,9 @@ def main(argv: list[str] | None = None) -> None:
         sslctx.load_cert_chain(tls["cert"], tls["key"])
         server.socket = sslctx.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=_memory_watch, args=(rt,), daemon=True).start()
+    threading.Thread(target=shop.stats.flush, daemon=True).start()
+    signal.signal(signal.SIGUSR1, lambda signum, frame: shop.stats.toggle())
+    signal.signal(signal.SIGUSR2, lambda signum, frame: rt.step_clock())
     if rt.service == "notification" and cfg.get("consume", True):
         threading.Thread(target=shop.consume, daemon=True).start()
     reload = threading.Event()
