@@ -147,14 +147,33 @@ class _Lines:
         """Daily usage ``base`` plus ``spike`` on the last ``days`` days, while ``on``."""
         return [_spiked(base, spike, days, self.days, k) if a else 0.0 for k, a in enumerate(on)]
 
-    def add(self, item: Item, **line: Any) -> None:
+    def add(
+        self,
+        item: Item,
+        usage: tuple[str, str, str, str, float],
+        quantities: list[float],
+        **extra: Any,
+    ) -> None:
+        """One usage line: (service, resource type, SKU, unit, unit price) and the quantities."""
+        if not any(quantities):
+            return
+        service, rtype, sku, unit, price = usage
         tags = {k: v for k, v in item.tags.items() if not k.startswith("aws:")}
-        if any(line["quantities"]):
-            self.out.append(
-                BillItem(
-                    resource_id=item.id, name=item.name, account=item.account, tags=tags, **line
-                )
+        self.out.append(
+            BillItem(
+                resource_id=item.id,
+                name=item.name,
+                account=item.account,
+                tags=tags,
+                service=service,
+                resource_type=rtype,
+                sku=sku,
+                unit=unit,
+                unit_price=price,
+                quantities=quantities,
+                **extra,
             )
+        )
 
     def instance(self, item: Item) -> None:
         r = self.resource(item.id)
@@ -187,13 +206,11 @@ class _Lines:
                 continue
             price = self.prices.instance(typ).hourly
             reserved = bool(inst and inst.reserved)
+            rate = price * (1 - self.prices.reserved_discount) if reserved else price
             self.add(
                 item,
-                service="ec2_compute",
-                resource_type="Instance",
-                sku=f"BoxUsage:{typ}",
-                unit="Hours",
-                unit_price=price * (1 - self.prices.reserved_discount) if reserved else price,
+                ("ec2_compute", "Instance", f"BoxUsage:{typ}", "Hours", rate),
+                q,
                 list_price=price,
                 commitment=(
                     f"arn:aws:ec2:{REGION}:{item.account}:reserved-instances/"
@@ -201,19 +218,20 @@ class _Lines:
                     if reserved
                     else ""
                 ),
-                quantities=q,
                 business_hours=business,
                 zone=zone,
             )
         if inst is not None and (inst.cross_az_gb_day or inst.spike_gb_day):
             self.add(
                 item,
-                service="ec2_other",
-                resource_type="Instance",
-                sku="DataTransfer-Regional-Bytes",
-                unit="GB",
-                unit_price=self.prices.inter_az_gb,
-                quantities=self.spiked(
+                (
+                    "ec2_other",
+                    "Instance",
+                    "DataTransfer-Regional-Bytes",
+                    "GB",
+                    self.prices.inter_az_gb,
+                ),
+                self.spiked(
                     inst.cross_az_gb_day, inst.spike_gb_day, inst.spike_days, self.active(launched)
                 ),
                 zone=zone,
@@ -237,12 +255,14 @@ class _Lines:
         )
         self.add(
             item,
-            service="ec2_other",
-            resource_type="Volume",
-            sku=f"EBS:VolumeUsage.{item.attrs['volume_type']}",
-            unit="GB-Mo",
-            unit_price=month / size,
-            quantities=[GB_DAY * size if on else 0.0 for on in self.active(launched)],
+            (
+                "ec2_other",
+                "Volume",
+                f"EBS:VolumeUsage.{item.attrs['volume_type']}",
+                "GB-Mo",
+                month / size,
+            ),
+            [GB_DAY * size if on else 0.0 for on in self.active(launched)],
             zone=parent.zone if isinstance(parent, Instance) else "us-east-1a",
         )
 
@@ -252,12 +272,8 @@ class _Lines:
         size = item.attrs["size"]
         self.add(
             item,
-            service="ec2_other",
-            resource_type="Snapshot",
-            sku="EBS:SnapshotUsage",
-            unit="GB-Mo",
-            unit_price=self.prices.snapshot_month(1),
-            quantities=[GB_DAY * size if on else 0.0 for on in self.active(launched)],
+            ("ec2_other", "Snapshot", "EBS:SnapshotUsage", "GB-Mo", self.prices.snapshot_month(1)),
+            [GB_DAY * size if on else 0.0 for on in self.active(launched)],
         )
 
     def address(self, item: Item) -> None:
@@ -266,12 +282,14 @@ class _Lines:
         associated = item.attrs["instance"] or item.attrs.get("eni")
         self.add(
             item,
-            service="ec2_other",
-            resource_type="ElasticIP",
-            sku="PublicIPv4:InUseAddress" if associated else "PublicIPv4:IdleAddress",
-            unit="Hours",
-            unit_price=self.prices.public_ip_hour,
-            quantities=[24.0 if on else 0.0 for on in self.active(launched)],
+            (
+                "ec2_other",
+                "ElasticIP",
+                "PublicIPv4:InUseAddress" if associated else "PublicIPv4:IdleAddress",
+                "Hours",
+                self.prices.public_ip_hour,
+            ),
+            [24.0 if on else 0.0 for on in self.active(launched)],
         )
 
     def load_balancer(self, item: Item) -> None:
@@ -279,12 +297,14 @@ class _Lines:
         launched = r.launched_days_ago if r is not None else None
         self.add(
             item,
-            service="elb",
-            resource_type="LoadBalancer",
-            sku="LoadBalancerUsage",
-            unit="Hours",
-            unit_price=self.prices.load_balancer_hour(item.attrs["lb_type"]),
-            quantities=[24.0 if on else 0.0 for on in self.active(launched)],
+            (
+                "elb",
+                "LoadBalancer",
+                "LoadBalancerUsage",
+                "Hours",
+                self.prices.load_balancer_hour(item.attrs["lb_type"]),
+            ),
+            [24.0 if on else 0.0 for on in self.active(launched)],
         )
 
     def database(self, item: Item) -> None:
@@ -294,23 +314,19 @@ class _Lines:
         cls = item.attrs["class"]
         self.add(
             item,
-            service="rds",
-            resource_type="DBInstance",
-            sku=f"InstanceUsage:{cls}",
-            unit="Hours",
-            unit_price=self.prices.database(cls).hourly,
-            quantities=[24.0 if running and on else 0.0 for on in self.active(launched)],
+            (
+                "rds",
+                "DBInstance",
+                f"InstanceUsage:{cls}",
+                "Hours",
+                self.prices.database(cls).hourly,
+            ),
+            [24.0 if running and on else 0.0 for on in self.active(launched)],
         )
         self.add(
             item,
-            service="rds",
-            resource_type="DBStorage",
-            sku="RDS:GP2-Storage",
-            unit="GB-Mo",
-            unit_price=self.prices.rds_storage_month,
-            quantities=[
-                GB_DAY * item.attrs["storage"] if on else 0.0 for on in self.active(launched)
-            ],
+            ("rds", "DBStorage", "RDS:GP2-Storage", "GB-Mo", self.prices.rds_storage_month),
+            [GB_DAY * item.attrs["storage"] if on else 0.0 for on in self.active(launched)],
         )
 
     def bucket(self, item: Item) -> None:
@@ -321,31 +337,19 @@ class _Lines:
         stored = r.size_gb + r.versions_gb
         self.add(
             item,
-            service="s3",
-            resource_type="Bucket",
-            sku="S3:TimedStorage-ByteHrs",
-            unit="GB-Mo",
-            unit_price=self.prices.s3_month,
-            quantities=[GB_DAY * stored if a else 0.0 for a in on],
+            ("s3", "Bucket", "S3:TimedStorage-ByteHrs", "GB-Mo", self.prices.s3_month),
+            [GB_DAY * stored if a else 0.0 for a in on],
         )
         if r.reads is not None:
             self.add(
                 item,
-                service="s3",
-                resource_type="Bucket",
-                sku="S3:Requests-Tier2",
-                unit="Requests",
-                unit_price=self.prices.s3_get,
-                quantities=[r.reads.mean * 24 if a else 0.0 for a in on],
+                ("s3", "Bucket", "S3:Requests-Tier2", "Requests", self.prices.s3_get),
+                [r.reads.mean * 24 if a else 0.0 for a in on],
             )
         self.add(
             item,
-            service="s3",
-            resource_type="Bucket",
-            sku="S3:DataTransfer-Out-Bytes",
-            unit="GB",
-            unit_price=self.prices.transfer_gb,
-            quantities=self.spiked(r.egress_gb_day, r.spike_gb_day, r.spike_days, on),
+            ("s3", "Bucket", "S3:DataTransfer-Out-Bytes", "GB", self.prices.transfer_gb),
+            self.spiked(r.egress_gb_day, r.spike_gb_day, r.spike_days, on),
         )
 
     def nat_gateway(self, item: Item) -> None:
@@ -354,23 +358,15 @@ class _Lines:
         on = self.active(nat.launched_days_ago if nat else None)
         self.add(
             item,
-            service="ec2_other",
-            resource_type="NatGateway",
-            sku="NatGateway-Hours",
-            unit="Hours",
-            unit_price=self.prices.nat_hour,
-            quantities=[24.0 if a else 0.0 for a in on],
+            ("ec2_other", "NatGateway", "NatGateway-Hours", "Hours", self.prices.nat_hour),
+            [24.0 if a else 0.0 for a in on],
             zone="us-east-1a",
         )
         if nat is not None:
             self.add(
                 item,
-                service="ec2_other",
-                resource_type="NatGateway",
-                sku="NatGateway-Bytes",
-                unit="GB",
-                unit_price=self.prices.nat_gb,
-                quantities=self.spiked(nat.gb_day, nat.spike_gb_day, nat.spike_days, on),
+                ("ec2_other", "NatGateway", "NatGateway-Bytes", "GB", self.prices.nat_gb),
+                self.spiked(nat.gb_day, nat.spike_gb_day, nat.spike_days, on),
                 zone="us-east-1a",
             )
 

@@ -4,10 +4,16 @@ The first request to each moto service loads its models and builds its backend. 
 once before the port opens (and resetting the state afterwards) makes "port open" mean
 "ready", and keeps the seeding step fast.
 
-moto's own admin API (``/moto-api/``: reset, state dump, preloaded results) is for the harness
-only: it answers just requests carrying the token derived from the key the harness handed the
-endpoint (:mod:`itbench_finops.admin`), so an agent on the same port cannot wipe the account
-or rewrite what Cost Explorer returns.
+moto's own admin API (``/moto-api/``: reset, state dump) and the harness API under
+``/moto-api/harness/`` (dating the seeded resources, the billing data Cost Explorer answers
+from: :mod:`itbench_finops.harness_api`) are for the harness only: they answer just requests
+carrying the token derived from the key the harness handed the endpoint
+(:mod:`itbench_finops.admin`), so an agent on the same port cannot wipe the account or rewrite
+its history or its costs.
+
+Besides moto's services, the endpoint answers Cost Explorer from the account's billing rows
+(:func:`install_cost_explorer`, :mod:`itbench_finops.cost_explorer`) and the Price List API
+from the price table (:mod:`itbench_finops.pricing_api`), which moto does not emulate.
 
 The endpoint is the task's accounts in one region, and nothing else (:func:`guard_requests`):
 moto would serve any region, any account (through its account header or credentials of a

@@ -151,10 +151,10 @@ FAMILIES: dict[Family, FamilyRule] = {
         waste_kinds=("instance", "bucket"),
         fix=(
             "an instance: every gp2 data volume moved to gp3 with the IOPS and throughput of "
-            "its recorded peak, at most a tenth more; a bucket: a lifecycle rule moving current "
-            "objects to "
-            "`storage_class` within `transition_days` and expiring noncurrent versions within "
-            "`noncurrent_days` (when it keeps any), and no rule expiring current objects"
+            "its recorded peak, at most a tenth more, and its size; a bucket: a whole-bucket "
+            "lifecycle rule moving current objects to `storage_class` after `transition_days` "
+            "and expiring noncurrent versions after `noncurrent_days` (when it keeps any), and "
+            "no rule expiring current objects"
         ),
     ),
     "transfer": FamilyRule(

@@ -217,13 +217,11 @@ def _lifecycle(t: Trial, r: Bucket) -> Outcome:
     rules = (item.attrs.get("lifecycle") or []) if item else []
     whole = [rule for rule in rules if rule.get("prefix") == ""]
     moved = any(
-        (rule.get("transitions") or {}).get(truth.storage_class) is not None
-        and (rule["transitions"][truth.storage_class] or 0) <= truth.transition_days
+        (rule.get("transitions") or {}).get(truth.storage_class) == truth.transition_days
         for rule in whole
     )
     pruned = not r.versions_gb or any(
-        rule.get("noncurrent_days") is not None and rule["noncurrent_days"] <= truth.noncurrent_days
-        for rule in whole
+        rule.get("noncurrent_days") == truth.noncurrent_days for rule in whole
     )
     before = bucket_month(r, t.prices, [])
     after = bucket_month(

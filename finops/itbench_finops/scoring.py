@@ -200,7 +200,9 @@ def _rightsizing(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> 
     details["targets"] = t.proximity
     if t.unsafe:
         details["unsafe_recommendations"] = list(t.unsafe)
-    return ok and _only_waste_recommended(t, details)
+    if t.spec.truth.mode == "recommend":
+        return ok and _only_waste_recommended(t, details)
+    return ok
 
 
 def _only_waste_recommended(t: Trial, details: dict[str, Any]) -> bool:

@@ -8,6 +8,7 @@ trial's :class:`~itbench_finops.timeline.Timeline`, like the metric history and 
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
 import zlib
 from collections.abc import Callable
@@ -129,10 +130,14 @@ class Seeder:
             (Instance,),
             (Volume, Snapshot, Address, LoadBalancer, Database, Bucket, AutoScalingGroup),
         ]
+        # A trial's own order: listings then show the drawn resources nowhere in particular.
+        order = random.Random(self.seed ^ 0x5EED).sample(
+            self.spec.resources, len(self.spec.resources)
+        )
         with ThreadPoolExecutor(max_workers=WORKERS) as pool:
             pending = []
             for kinds in phases:
-                batch = [r for r in self.spec.resources if isinstance(r, kinds)]
+                batch = [r for r in order if isinstance(r, kinds)]
                 for fut in [pool.submit(getattr(self, f"_{r.kind}"), r) for r in batch]:
                     fut.result()
             chunks = [

@@ -437,10 +437,10 @@ class Truth(_Strict):
         default="GLACIER_IR", description="The class cold buckets transition to (storage)."
     )
     transition_days: int = Field(
-        default=30, gt=0, description="Most days after which cold objects must transition."
+        default=30, gt=0, description="Days after which cold objects transition (storage)."
     )
     noncurrent_days: int = Field(
-        default=30, gt=0, description="Most days noncurrent versions may be kept (storage)."
+        default=30, gt=0, description="Days after which noncurrent versions expire (storage)."
     )
     exclude: list[str] = Field(
         default_factory=list,
@@ -679,6 +679,8 @@ class FinOpsSpec(ScenarioSpec):
                 f"truth.account {t.account!r} is not an account of the scenario "
                 f"(one of: {', '.join(accounts)})"
             )
+        if any(b.forecast_share is not None for b in t.budgets):
+            out.append("truth.budgets: forecast_share sets a seeded budget's limit, not a policy's")
         classes = load_prices().raw["s3_gb_month"]
         if t.storage_class not in classes:
             out.append(

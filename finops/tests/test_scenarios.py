@@ -23,14 +23,12 @@ from .conftest import CATALOG, live, toolbox_and_task
 #: One scenario per family (each exercising something the others do not), plus controls.
 REPRESENTATIVE = [
     "finops/anomaly-nat",  # a NAT gateway's processed data in a member account
-    "finops/forecast-ml",  # a team budget's scope, limit set from its forecast
     "finops/idle-orphans",  # every idle kind, tickets, allowlists, DR lists
     "finops/idle-control",  # no incident: look-alikes only
     "finops/rightsizing-recommend",  # instances and a database, recommendation only
     "finops/storage-mixed",  # gp2 volumes to gp3 with IOPS and throughput, bucket rules
     "finops/transfer-accounts",  # S3 gateway endpoints in member accounts
     "finops/budget-teams",  # team budgets with filters, the endpoint's Budgets operations
-    "finops/autoscaling-control",  # no incident in another family
     "finops/allocation-attached",  # tagging through attachments, shared costs
     "finops/commitment-reserved",  # reservations from the export's commitment columns
 ]
