@@ -117,8 +117,14 @@ def _business_hours_of(day: date) -> int:
     return 12 if day.weekday() < 5 else 0
 
 
-def _spiked(base: float, spike: float, spike_days: int, days: int, k: int) -> float:
-    return base + (spike if days - k <= spike_days else 0.0)
+def _spiked(
+    base: float, spike: float, spike_days: int, days: int, k: int, ramp: list[float]
+) -> float:
+    """Usage on day ``k``: the base, plus the spike on its days (its ramp on the first ones)."""
+    if days - k > spike_days:
+        return base
+    j = spike_days - (days - k)  # 0 on the spike's first day
+    return base + (ramp[j] if j < len(ramp) else spike)
 
 
 #: A storage day: storage is priced per GB-month and one day is 1/30.4 of a month.
@@ -143,9 +149,13 @@ class _Lines:
     def active(self, launched: int | None) -> list[bool]:
         return [_active(self.days, k, launched) for k in range(self.days)]
 
-    def spiked(self, base: float, spike: float, days: int, on: list[bool]) -> list[float]:
-        """Daily usage ``base`` plus ``spike`` on the last ``days`` days, while ``on``."""
-        return [_spiked(base, spike, days, self.days, k) if a else 0.0 for k, a in enumerate(on)]
+    def spiked(self, r: Instance | Bucket | NatGateway, base: float, on: list[bool]) -> list[float]:
+        """Daily usage ``base`` plus ``r``'s spike on its last days, while ``on``."""
+        spike = r.spike_gb_day
+        return [
+            _spiked(base, spike, r.spike_days, self.days, k, r.spike_ramp) if a else 0.0
+            for k, a in enumerate(on)
+        ]
 
     def add(
         self,
@@ -231,9 +241,7 @@ class _Lines:
                     "GB",
                     self.prices.inter_az_gb,
                 ),
-                self.spiked(
-                    inst.cross_az_gb_day, inst.spike_gb_day, inst.spike_days, self.active(launched)
-                ),
+                self.spiked(inst, inst.cross_az_gb_day, self.active(launched)),
                 zone=zone,
             )
 
@@ -349,7 +357,7 @@ class _Lines:
         self.add(
             item,
             ("s3", "Bucket", "S3:DataTransfer-Out-Bytes", "GB", self.prices.transfer_gb),
-            self.spiked(r.egress_gb_day, r.spike_gb_day, r.spike_days, on),
+            self.spiked(r, r.egress_gb_day, on),
         )
 
     def nat_gateway(self, item: Item) -> None:
@@ -366,7 +374,7 @@ class _Lines:
             self.add(
                 item,
                 ("ec2_other", "NatGateway", "NatGateway-Bytes", "GB", self.prices.nat_gb),
-                self.spiked(nat.gb_day, nat.spike_gb_day, nat.spike_days, on),
+                self.spiked(nat, nat.gb_day, on),
                 zone="us-east-1a",
             )
 

@@ -79,9 +79,10 @@ FAMILIES: dict[Family, FamilyRule] = {
         seeds=(
             "Accounts with steady spend and one resource whose cost rose recently: launched "
             "recently (`launched_days_ago`), moved to a dearer type (`previous_type`, "
-            "`changed_days_ago`) or used much more (`spike_gb_day`, `spike_days` of a "
-            "bucket's egress, a NAT gateway's processed data or an instance's cross-zone "
-            "traffic); often next to a bigger, approved change the change log lists."
+            "`changed_days_ago`) or used much more (`spike_gb_day`, `spike_days`, `spike_ramp` "
+            "of a bucket's egress, a NAT gateway's processed data or an instance's cross-zone "
+            "traffic, rising slowly at first); next to approved changes of the change log, some "
+            "bigger, some made otherwise than approved."
         ),
         **_ROOT_CAUSE,  # type: ignore[arg-type]
     ),

@@ -47,9 +47,7 @@ def flow_records(
         start = timeline.now - timedelta(hours=h)
         if start < events.created:
             continue
-        gb = r.gb_day / 24
-        if events.spike is not None and start >= events.spike:
-            gb += r.spike_gb_day / 24
+        gb = (r.gb_day + timeline.spike_extra(r, start)) / 24
         head, low = S3_RANGES[r.s3_region]
         s3 = f"{head}.{low + rng.randint(0, 127)}.{rng.randint(1, 254)}"
         shares = [(s3, "S3", r.s3_share)]

@@ -17,7 +17,7 @@ from itbench_finops.optimum import (
     volume_throughput_need,
 )
 from itbench_finops.prices import load_prices
-from itbench_finops.seed import S3_SERVICE, budget_document, notifications_document
+from itbench_finops.seed import S3_SERVICE, budget_document, data_device, notifications_document
 from itbench_finops.server import MANAGEMENT_ACCOUNT
 from itbench_finops.spec import (
     AutoScalingGroup,
@@ -274,7 +274,7 @@ def _storage(spec: FinOpsSpec, toolbox: Toolbox) -> FinOpsSubmission:
                 "ec2",
                 "ModifyVolume",
                 r.account,
-                VolumeId=by_device[f"/dev/sd{chr(ord('f') + i)}"],
+                VolumeId=by_device[data_device(i)],
                 VolumeType="gp3",
                 Iops=volume_iops_need(v),
                 Throughput=volume_throughput_need(v),

@@ -91,6 +91,11 @@ def _iops(volume_type: str, iops: int | None, throughput: int | None = None) -> 
     return out
 
 
+def data_device(index: int) -> str:
+    """The device name of an instance's data volume ``index`` (``/dev/sdf`` first)."""
+    return f"/dev/sd{chr(ord('f') + index)}"
+
+
 def _seed_of(base: int, *parts: str) -> int:
     return zlib.crc32("/".join(parts).encode()) ^ base
 
@@ -116,6 +121,17 @@ class Seeder:
         self.admin = admin
         self.out = Seeded()
         self.timeline = Timeline(spec, self.out.now, seed)
+        # Dates in tag values (``${date:+90}``) are written as the trial's days.
+        self.spec = spec.model_copy(
+            update={
+                "resources": [
+                    r.model_copy(
+                        update={"tags": {k: self.timeline.render(v) for k, v in r.tags.items()}}
+                    )
+                    for r in spec.resources
+                ]
+            }
+        )
         self._metrics: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._times: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -248,7 +264,7 @@ class Seeder:
             mean=r.gb_day / 24 * 1e9,
             peak=r.gb_day / 24 * 1e9 * 1.8 if r.gb_day else 0,
         )
-        if r.gb_day or r.spike_gb_day:
+        if r.gb_day or r.spike_gb_day or r.spike_ramp:
             self._metric(
                 r.account,
                 "AWS/NATGateway",
@@ -258,7 +274,7 @@ class Seeder:
                 gb,
                 "Bytes",
                 first=events.created,
-                extra=(r.spike_gb_day / 24 * 1e9, events.spike),
+                extra=lambda t: self.timeline.spike_extra(r, t) / 24 * 1e9,
             )
         self._flow_logs(r, eni)
 
@@ -279,17 +295,22 @@ class Seeder:
             "DeviceName": "/dev/sda1",
             "Ebs": {"VolumeSize": 8, "VolumeType": "gp3", "DeleteOnTermination": True},
         }
+        # moto's RunInstances drops a mapping's IOPS and throughput: volumes that provision
+        # them are created and attached once the instance runs.
+        provisioned = {
+            i for i, v in enumerate(r.volumes) if _iops(v.volume_type, v.iops, v.throughput)
+        }
         mappings = [root] + [
             {
-                "DeviceName": f"/dev/sd{chr(ord('f') + i)}",
+                "DeviceName": data_device(i),
                 "Ebs": {
                     "VolumeSize": v.size,
                     "VolumeType": v.volume_type,
                     "DeleteOnTermination": True,
-                    **_iops(v.volume_type, v.iops, v.throughput),
                 },
             }
             for i, v in enumerate(r.volumes)
+            if i not in provisioned
         ]
         placement: dict[str, Any] = {"Placement": {"AvailabilityZone": r.zone}}
         if r.nat is not None:
@@ -312,7 +333,18 @@ class Seeder:
         by_device = {
             m["DeviceName"]: m["Ebs"]["VolumeId"] for m in inst.get("BlockDeviceMappings", [])
         }
-        data = [by_device[f"/dev/sd{chr(ord('f') + i)}"] for i in range(len(r.volumes))]
+        for i in sorted(provisioned):
+            v = r.volumes[i]
+            vid = ec2.create_volume(
+                AvailabilityZone=r.zone if r.nat is None else ZONE,
+                Size=v.size,
+                VolumeType=v.volume_type,
+                **_iops(v.volume_type, v.iops, v.throughput),
+                TagSpecifications=[{"ResourceType": "volume", "Tags": _tags(r.name, r.tags)}],
+            )["VolumeId"]
+            ec2.attach_volume(VolumeId=vid, InstanceId=iid, Device=data_device(i))
+            by_device[data_device(i)] = vid
+        data = [by_device[data_device(i)] for i in range(len(r.volumes))]
         with self._lock:
             self.out.ids[r.name] = iid
             self.out.root_volumes[r.name] = by_device["/dev/sda1"]
@@ -674,13 +706,13 @@ class Seeder:
         first: datetime | None = None,
         last: datetime | None = None,
         dims: list[dict[str, str]] | None = None,
-        extra: tuple[float, datetime | None] = (0.0, None),
+        extra: Callable[[datetime], float] | None = None,
         transform: Callable[[float], float] | None = None,
     ) -> None:
         """Hourly datapoints of one metric between ``first`` and ``last`` (when set).
 
-        ``extra`` adds a constant from a time on (a spike); ``transform`` maps each value of
-        the profile to the metric's (a metric that falls as use rises).
+        ``extra`` adds a value that depends on the time (a spike); ``transform`` maps each
+        value of the profile to the metric's (a metric that falls as use rises).
         """
         points = series(
             profile,
@@ -691,7 +723,6 @@ class Seeder:
             first=first,
             last=last,
         )
-        add, since = extra
         if transform is not None:
             points = [(t, transform(v)) for t, v in points]
         with self._lock:
@@ -701,7 +732,7 @@ class Seeder:
                     "MetricName": metric,
                     "Dimensions": [{"Name": dim, "Value": dim_value}, *(dims or [])],
                     "Timestamp": t,
-                    "Value": round(v + (add if since is not None and t >= since else 0.0), 3),
+                    "Value": round(v + (extra(t) if extra is not None else 0.0), 3),
                     "Unit": unit,
                 }
                 for t, v in points

@@ -112,6 +112,10 @@ class Instance(_Resource):
     )
     spike_gb_day: float = Field(default=0, ge=0, description="Extra cross-zone GB a spike day.")
     spike_days: int = Field(default=0, ge=0, description="Most recent days of the spike.")
+    spike_ramp: list[float] = Field(
+        default_factory=list,
+        description="Extra usage of the spike's first days, before it reaches its full size.",
+    )
 
 
 class Volume(_Resource):
@@ -176,6 +180,10 @@ class Bucket(_Resource):
     egress_gb_day: float = Field(default=0, ge=0)
     spike_gb_day: float = Field(default=0, ge=0, description="Extra egress per day of a spike.")
     spike_days: int = Field(default=0, ge=0, description="Most recent days of the spike.")
+    spike_ramp: list[float] = Field(
+        default_factory=list,
+        description="Extra usage of the spike's first days, before it reaches its full size.",
+    )
     reads: Profile | None = Field(
         default=None, description="GET requests per hour (the bucket's request metrics)."
     )
@@ -202,6 +210,10 @@ class NatGateway(_Resource):
     )
     spike_gb_day: float = Field(default=0, ge=0, description="Extra GB a spike day.")
     spike_days: int = Field(default=0, ge=0, description="Most recent days of the spike.")
+    spike_ramp: list[float] = Field(
+        default_factory=list,
+        description="Extra usage of the spike's first days, before it reaches its full size.",
+    )
 
 
 class AutoScalingGroup(_Resource):

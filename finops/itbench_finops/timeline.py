@@ -106,6 +106,14 @@ class Timeline:
             spike = _days_before(self.now, r.spike_days, 0)
         return Events(created, stopped, changed, spike)
 
+    def spike_extra(self, r: Bucket | NatGateway | Instance, t: datetime) -> float:
+        """The spike's extra usage per day at time ``t`` (its ramp on the first days), or 0."""
+        spike = self.of(r.name).spike
+        if spike is None or t < spike:
+            return 0.0
+        j = (t.date() - spike.date()).days
+        return r.spike_ramp[j] if j < len(r.spike_ramp) else r.spike_gb_day
+
     def of(self, name: str) -> Events:
         """The events of the resource ``name``."""
         return self.events[name]
