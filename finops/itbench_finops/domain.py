@@ -61,7 +61,8 @@ class FinOpsDomain(Domain[FinOpsSpec, FinOpsSubmission, FinOpsEnvironment]):
             IntegrityError: the endpoint died, stopped or was replaced: what decides the score
                 is lost, so the trial is invalid.
         """
-        from itbench_finops.scoring import Trial, evaluate, start_of
+        from itbench_finops.scoring import evaluate, start_of
+        from itbench_finops.trial import Trial
 
         # The runner checks the harness first; checking here as well keeps a lost endpoint an
         # invalid trial (never an error) for every caller of evaluate.

@@ -6,9 +6,6 @@ Every item of the truth's ``waste`` counts once: a trial passes only when all ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 from itbench_finops.costs import Usage, bucket_month, monthly_cost, nat_month
 from itbench_finops.optimum import (
     iops_allowance,
@@ -20,19 +17,7 @@ from itbench_finops.optimum import (
 from itbench_finops.seed import S3_SERVICE, Nat
 from itbench_finops.spec import Bucket, Database, Instance, NatGateway
 from itbench_finops.state import Item
-
-if TYPE_CHECKING:
-    from itbench_finops.scoring import Trial
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One waste item: whether it is fixed, why not, and what fixing it saves a month."""
-
-    name: str
-    fixed: bool
-    why: str
-    saving: float
+from itbench_finops.trial import Outcome, Trial
 
 
 def volumes_of(state: dict[str, Item], instance_id: str) -> list[str]:

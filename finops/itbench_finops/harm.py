@@ -7,7 +7,7 @@ resized, a storage item migrated); everything else must stay as it was.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from itbench_finops.costs import item_cost, monthly_cost, quantity
 from itbench_finops.fixes import removable_ids, usage, volumes_of
@@ -19,9 +19,7 @@ from itbench_finops.optimum import (
 )
 from itbench_finops.spec import AttachedVolume, AutoScalingGroup, Database, Instance
 from itbench_finops.state import EXCESS, Item
-
-if TYPE_CHECKING:
-    from itbench_finops.scoring import Trial
+from itbench_finops.trial import Trial
 
 
 def _label(item: Item) -> str:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from itbench import Evaluation
 from itbench_finops.costs import monthly_cost
-from itbench_finops.fixes import Outcome, outcomes, usage
+from itbench_finops.fixes import outcomes, usage
 from itbench_finops.harm import harm, new_resources, state_problems
 from itbench_finops.optimum import (
     best_commitment,
@@ -24,12 +23,10 @@ from itbench_finops.optimum import (
     hourly_compute,
     needed_capacity,
 )
-from itbench_finops.prices import PriceTable
-from itbench_finops.seed import Seeded
 from itbench_finops.server import MANAGEMENT_ACCOUNT
-from itbench_finops.spec import AutoScalingGroup, FinOpsSpec, FinOpsSubmission
-from itbench_finops.state import Item
+from itbench_finops.spec import AutoScalingGroup
 from itbench_finops.timeline import start_date as timeline_start
+from itbench_finops.trial import Trial
 
 #: Tag that names a resource's owner in the cost-allocation family.
 OWNER_TAG = "team"
@@ -63,36 +60,6 @@ ALLOCATION_TOLERANCE = 0.01
 DETAIL_LIMIT = 50
 #: Days a reported start date may be off.
 START_TOLERANCE_DAYS = 1
-
-
-@dataclass
-class Trial:
-    """Everything the scorer reads about one trial."""
-
-    spec: FinOpsSpec
-    prices: PriceTable
-    ids: dict[str, str]
-    initial: dict[str, Item]
-    final: dict[str, Item]
-    rows: list[dict[str, Any]]
-    period_start: datetime
-    submission: FinOpsSubmission | None
-    seeded: Seeded = field(default_factory=Seeded)
-    items: list[Outcome] = field(default_factory=list)
-    harms: list[str] = field(default_factory=list)
-    unsafe: list[str] = field(default_factory=list)
-    proximity: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _problems: dict[str, str] | None = field(default=None, repr=False)
-
-    @property
-    def names(self) -> dict[str, str]:
-        """Resource id -> the scenario's name of it."""
-        return {rid: name for name, rid in self.ids.items()}
-
-    @property
-    def period_end(self) -> date:
-        """The day after the billing period (the day of seeding)."""
-        return (self.period_start + timedelta(days=self.spec.billing_days)).date()
 
 
 def savings(t: Trial) -> tuple[float, float]:

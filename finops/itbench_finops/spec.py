@@ -406,8 +406,24 @@ class Truth(_Strict):
     :data:`itbench_finops.families.FAMILIES` says which fields each family needs and reads.
     ``incident: false`` marks a control scenario whose right answer is "no incident". The
     fields a drawn candidate feeds (``waste``, ``resource``, ``cause``, ``service``,
-    ``account``, ``owners``) are completed by the draw.
+    ``account``, ``owners``) are completed by the draw. Scenario files of the first catalog
+    still load: ``removable`` and ``targets`` are read as ``waste``, ``budget`` as the only
+    entry of ``budgets``.
     """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_catalog(cls, data: Any) -> Any:
+        """The first catalog's field names, as their successors."""
+        if not isinstance(data, dict) or not {"removable", "targets", "budget"} & set(data):
+            return data
+        data = dict(data)
+        old = [*(data.pop("removable", None) or []), *(data.pop("targets", None) or [])]
+        data["waste"] = [*(data.get("waste") or []), *old]
+        if data.get("budget") is not None:
+            data["budgets"] = [*(data.get("budgets") or []), data["budget"]]
+        data.pop("budget", None)
+        return data
 
     incident: bool = True
     account: str | None = Field(
@@ -514,8 +530,8 @@ class FinOpsSpec(ScenarioSpec):
         """
         if not isinstance(data, dict) or not data.get("settings"):
             return handler(data)
-        from itbench_finops.draw import SETTINGS_PROBLEM, settle
         from itbench_finops.handbook import with_pages
+        from itbench_finops.placeholders import SETTINGS_PROBLEM, settle
 
         data = with_pages(data)
         settings = data["settings"]
@@ -564,9 +580,9 @@ class FinOpsSpec(ScenarioSpec):
         if missing:
             problems.append(f"truth names unknown resources: {', '.join(missing)}")
         problems += [*self._unpriced(), *self._dangling(), *self._truth_problems()]
-        from itbench_finops.draw import unknown_placeholders
+        from itbench_finops.placeholders import unknown_placeholders
 
-        unknown = unknown_placeholders(self)
+        unknown = unknown_placeholders(self.model_dump(mode="json"), set(self.settings))
         if unknown:
             problems.append(
                 f"placeholders without a setting: {', '.join('${' + n + '}' for n in unknown)}"

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 from itbench_finops.domain import FinOpsDomain
-from itbench_finops.draw import concrete, settle
+from itbench_finops.draw import concrete
 from itbench_finops.families import FAMILIES
 from itbench_finops.optimum import rightsizing_target
+from itbench_finops.placeholders import settle
 from itbench_finops.prices import load_prices
 from itbench_finops.spec import Candidate, Database, FinOpsSpec, Instance, Truth
 

@@ -309,3 +309,25 @@ def test_controls_and_variants_read_like_the_rest_of_their_family(catalog: Catal
         assert view in faulty[family], sid
     # Every idle scenario states the whole cleanup policy, not only the rules its waste breaks.
     assert len(faulty["idle"]) == 1
+
+
+def test_scenarios_of_the_first_catalog_still_load(tmp_path: Path) -> None:
+    """Community packs written for the first catalog keep working: old truth fields map."""
+    head = "domain: finops\ngoal: g\ntask_types: [detection]\n"
+    cases = {
+        "family: idle\nresources: [{kind: volume, name: v, size: 1}]\ntruth: {removable: [v]}\n": (
+            "waste",
+            ["v"],
+        ),
+        "family: rightsizing\nresources: [{kind: instance, name: i, instance_type: m5.large}]\n"
+        "truth: {targets: [i]}\n": ("waste", ["i"]),
+        "family: budget\ntruth: {budget: {kind: budget, name: b, amount: 5}}\n": ("budgets", 1),
+    }
+    loader = ScenarioLoader({"finops": FinOpsDomain()})
+    path = tmp_path / "old.yaml"
+    for body, (field, want) in cases.items():
+        path.write_text(head + body)
+        (spec,) = loader.load_file(path)
+        assert isinstance(spec, FinOpsSpec), spec.line()  # type: ignore[union-attr]
+        got = getattr(spec.truth, field)
+        assert (len(got) if isinstance(want, int) else got) == want, body

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 from itbench_finops.domain import FinOpsDomain
 from itbench_finops.prices import load_prices
-from itbench_finops.scoring import SHARED, Trial, allocate, evaluate
+from itbench_finops.scoring import SHARED, allocate, evaluate
 from itbench_finops.seed import S3_SERVICE, Nat, Seeded
 from itbench_finops.spec import FinOpsSpec, FinOpsSubmission, Recommendation
 from itbench_finops.state import Item
+from itbench_finops.trial import Trial
 
 from itbench.catalog import Catalog
 
@@ -146,9 +147,13 @@ def test_autoscaling_capacity_below_the_peak_need_is_harm(catalog: Catalog) -> N
 
 
 def test_anomaly_diagnosis_needs_the_start_date(catalog: Catalog) -> None:
-    spec = concrete_spec(catalog, "finops/anomaly-type-change", {"feature-store": "silent"})
+    spec = concrete_spec(
+        catalog,
+        "finops/anomaly-type-change",
+        {"feature-store": "approved_other", "api-3": "steady"},
+    )
     ids = {"feature-store": "i-0fs"}
-    changed = (PERIOD_START + timedelta(days=spec.billing_days - 6)).date()
+    changed = (PERIOD_START + timedelta(days=spec.billing_days - 8)).date()
     good = FinOpsSubmission(
         account_id="210987654321",
         service="EC2",
