@@ -46,15 +46,19 @@ def cpu_seconds() -> float:
 def setup_times(scenario: str, runs: int) -> tuple[list[float], list[float], list[float]]:
     """Setup wall times, teardown wall times and CPU seconds of setup plus teardown.
 
-    The CPU figure (harness and endpoint together) hardly depends on how busy the machine
-    is, so it tells a slow machine from a slow setup.
+    Each run draws its own concrete problem, as trials do. The CPU figure (harness and
+    endpoint together) hardly depends on how busy the machine is, so it tells a slow machine
+    from a slow setup.
     """
     domain = FinOpsDomain()
-    spec = ScenarioLoader({"finops": domain}).load([CATALOG]).scenarios[scenario]
+    scenario_spec = ScenarioLoader({"finops": domain}).load([CATALOG]).scenarios[scenario]
     setups, teardowns, cpus = [], [], []
     for i in range(runs):
         with tempfile.TemporaryDirectory() as tmp:
-            ctx = TrialContext(f"b{i}", i, Path(tmp) / "t", Path(tmp) / "w", free_port(), 1)
+            ctx = TrialContext(
+                f"b{i}", i, Path(tmp) / "t", Path(tmp) / "w", free_port(), 1, secret=os.urandom(32)
+            )
+            spec, _ = domain.draw(scenario_spec, ctx)
             env = domain.create_environment(spec, ctx)
             cpu = cpu_seconds()
             start = time.perf_counter()
@@ -74,9 +78,12 @@ def catalog_setup_times() -> dict[str, float]:
     domain = FinOpsDomain()
     catalog = ScenarioLoader({"finops": domain}).load([CATALOG]).scenarios
     out = {}
-    for i, (sid, spec) in enumerate(sorted(catalog.items())):
+    for i, (sid, scenario_spec) in enumerate(sorted(catalog.items())):
         with tempfile.TemporaryDirectory() as tmp:
-            ctx = TrialContext(f"c{i}", i, Path(tmp) / "t", Path(tmp) / "w", free_port(), 1)
+            ctx = TrialContext(
+                f"c{i}", i, Path(tmp) / "t", Path(tmp) / "w", free_port(), 1, secret=os.urandom(32)
+            )
+            spec, _ = domain.draw(scenario_spec, ctx)
             env = domain.create_environment(spec, ctx)
             start = time.perf_counter()
             try:
@@ -144,7 +151,7 @@ def synthetic_inventory(n: int) -> tuple[FinOpsSpec, dict[str, Item]]:
             "family": "idle",
             "goal": "g",
             "task_types": ["detection"],
-            "truth": {},
+            "truth": {"incident": False},
         }
     )
     return spec, items

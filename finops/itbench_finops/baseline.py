@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from itbench import TaskView, Toolbox, ToolError
@@ -58,19 +58,27 @@ class _Agent:
 
     def run(self) -> FinOpsSubmission | None:
         g = self.goal
+        if "reserved instances" in g:
+            return self.reserved()
         if "savings plan" in g or "commitment" in g:
             return self.commitment()
         if "allocat" in g:
             return self.allocation()
+        if "budget alert" in g or "forecast" in g:
+            return self.anomaly()
         if "budget" in g:
             return self.budget()
         if "auto scaling" in g:
             return self.autoscaling()
         if "rightsiz" in g or "over-provisioned" in g:
             return self.rightsizing()
+        if "storage" in g:
+            return self.storage()
+        if "data transfer" in g:
+            return self.transfer()
         if "idle" in g or "orphaned" in g:
             return self.idle()
-        if "spike" in g or "anomal" in g:
+        if "spike" in g or "anomal" in g or "spend went up" in g:
             return self.anomaly()
         return None
 
@@ -158,7 +166,9 @@ class _Agent:
         return halves[0] if halves else None
 
     def rightsizing(self) -> FinOpsSubmission:
-        recommend_only = "do not change" in self.goal or "recommend" in self.goal
+        recommend_only = any(
+            w in self.goal for w in ("do not change", "change nothing", "recommend")
+        )
         recs = []
         for acct in self.accounts:
             res = self.d("ec2", "DescribeInstances", acct)["Reservations"]
@@ -186,6 +196,45 @@ class _Agent:
                         InstanceType={"Value": smaller},
                     )
                     self.a("ec2", "StartInstances", acct, InstanceIds=[iid])
+        return FinOpsSubmission.model_validate({"incident": bool(recs), "recommendations": recs})
+
+    def storage(self) -> FinOpsSubmission:
+        """Every gp2 volume in use moves to gp3 (a common first-pass rule)."""
+        changed = 0
+        for acct in self.accounts:
+            for v in self.d("ec2", "DescribeVolumes", acct)["Volumes"]:
+                if v["VolumeType"] == "gp2" and v.get("Attachments"):
+                    self.a("ec2", "ModifyVolume", acct, VolumeId=v["VolumeId"], VolumeType="gp3")
+                    changed += 1
+        return FinOpsSubmission(incident=changed > 0)
+
+    def transfer(self) -> FinOpsSubmission:
+        """Every private subnet behind a NAT gateway gets an S3 gateway endpoint."""
+        changed = 0
+        for acct in self.accounts:
+            for t in self.d("ec2", "DescribeRouteTables", acct)["RouteTables"]:
+                if any(r.get("NatGatewayId") for r in t.get("Routes", [])):
+                    self.a(
+                        "ec2",
+                        "CreateVpcEndpoint",
+                        acct,
+                        VpcEndpointType="Gateway",
+                        VpcId=t["VpcId"],
+                        ServiceName="com.amazonaws.us-east-1.s3",
+                        RouteTableIds=[t["RouteTableId"]],
+                    )
+                    changed += 1
+        return FinOpsSubmission(incident=changed > 0)
+
+    def reserved(self) -> FinOpsSubmission:
+        """Every running instance is proposed for a reservation."""
+        recs = [
+            {"resource_id": i["InstanceId"], "recommended_type": i["InstanceType"]}
+            for acct in self.accounts
+            for r in self.d("ec2", "DescribeInstances", acct)["Reservations"]
+            for i in r["Instances"]
+            if i["State"]["Name"] == "running"
+        ]
         return FinOpsSubmission.model_validate({"incident": bool(recs), "recommendations": recs})
 
     def budget(self) -> FinOpsSubmission:
@@ -282,12 +331,19 @@ class _Agent:
             cause = "type_change"
         else:
             cause = "usage_spike"
+        # The change began on the first day of the last week that cost more than the week before.
+        before_daily = cost_before.get(rid, 0.0) / 7
+        daily = {
+            r["period"]: r["cost"] for r in rows if r["ResourceId"] == rid and r["period"] in recent
+        }
+        start = next((d for d in sorted(daily) if daily[d] > before_daily * 1.2), min(recent))
         return FinOpsSubmission(
             account_id=account,
             service=service,
             resource_id=rid,
             resource_type=types.get(rid),
             cause=cause,
+            start_date=date.fromisoformat(start),
         )
 
     def allocation(self) -> FinOpsSubmission:

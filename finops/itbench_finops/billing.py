@@ -1,7 +1,7 @@
-"""Billing: monthly cost of a state, and the FOCUS-format usage history of the account.
+"""Billing: the FOCUS-format usage history of the account.
 
-Both use the shipped price table, so the billing export, Cost Explorer and the savings score
-agree to the cent.
+The export, Cost Explorer (:mod:`itbench_finops.cost_explorer`) and the scorer's prices
+(:mod:`itbench_finops.costs`) use the shipped price table, so they agree to the cent.
 """
 
 from __future__ import annotations
@@ -9,15 +9,23 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
-from collections import defaultdict
+import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from itbench_finops.prices import PriceTable
-from itbench_finops.spec import Bucket, Database, FinOpsSpec, Instance, Resource, Snapshot, Volume
-from itbench_finops.state import NETWORK_KINDS, Item
+from itbench_finops.spec import (
+    Bucket,
+    Database,
+    FinOpsSpec,
+    Instance,
+    NatGateway,
+    Resource,
+    Snapshot,
+    Volume,
+)
+from itbench_finops.state import Item
 
 #: FOCUS 1.0 columns of the export, in order.
 FOCUS_COLUMNS = (
@@ -67,7 +75,7 @@ FOCUS_COLUMNS = (
 )
 
 #: Resource types that live in one availability zone.
-_ZONAL = {"Instance", "Volume"}
+_ZONAL = {"Instance", "Volume", "NatGateway"}
 
 _CATEGORY = {
     "ec2_compute": "Compute",
@@ -76,112 +84,6 @@ _CATEGORY = {
     "rds": "Databases",
     "s3": "Storage",
 }
-
-
-#: Kinds the state reader finds but the price table cannot price (none is ever seeded).
-UNPRICED_KINDS = frozenset(kind for kind, *_ in NETWORK_KINDS)
-#: Largest size or rate the cost model takes at face value (far beyond any AWS limit).
-_MAX_QUANTITY = 1e12
-
-
-def quantity(value: Any) -> float | None:
-    """``value`` as a size, rate or count the cost model can use, or None.
-
-    None for what no real resource has (negative, not a number, beyond any AWS limit), which
-    agent-made state can hold all the same: moto stores the sizes and types it is sent.
-    """
-    if isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    if not math.isfinite(number) or number < 0 or number > _MAX_QUANTITY:
-        return None
-    return number
-
-
-@dataclass(frozen=True)
-class Cost:
-    """The monthly cost of one resource, and why the price table could not price it.
-
-    When ``unpriced`` is set, ``monthly`` is a stand-in: the dearest entry of the table for a
-    type it lacks, nothing for a quantity no real resource has (the scorer never counts such a
-    resource below what it cost at the start, and counts it as harm).
-    """
-
-    monthly: float
-    unpriced: str | None = None
-
-
-def item_cost(item: Item, prices: PriceTable, spec: FinOpsSpec | None = None) -> Cost:
-    """Monthly on-demand cost of one resource in its current state; never raises."""
-    a = item.attrs
-    h = prices.hours_per_month
-    problems: list[str] = []
-
-    def amount(key: str, what: str) -> float:
-        q = quantity(a.get(key, 0))
-        if q is None:
-            problems.append(f"has {what} {str(a.get(key))[:40]}, which no real resource has")
-            return 0.0
-        return q
-
-    def sized(table: str, name: str, what: str) -> float:
-        found = prices.find_sized(table, name)
-        if found is None:
-            problems.append(
-                f"has {what} {str(name)[:40]!r}, which the price table lacks (priced as its dearest)"
-            )
-            return prices.dearest_sized(table).hourly
-        return found.hourly
-
-    def rate(table: str, name: str, what: str) -> float:
-        found = prices.find_rate(table, name)
-        if found is None:
-            problems.append(
-                f"has {what} {str(name)[:40]!r}, which the price table lacks (priced as its dearest)"
-            )
-            return prices.dearest_rate(table)
-        return found
-
-    monthly = 0.0
-    if item.kind == "instance":
-        hourly = sized("ec2", a.get("type", ""), "instance type")
-        monthly = hourly * h if a.get("state") in ("running", "pending") else 0.0
-    elif item.kind == "volume":
-        vtype = a.get("volume_type", "")
-        per_gb = rate("ebs_gb_month", vtype, "volume type")
-        size = amount("size", "size (GB)")
-        iops = amount("iops", "IOPS")
-        provisioned = vtype in ("io1", "io2") or prices.find_rate("ebs_gb_month", vtype) is None
-        extra = iops * float(prices.raw["ebs_iops_month"]) if provisioned else 0.0
-        monthly = per_gb * size + extra
-    elif item.kind == "snapshot":
-        monthly = prices.snapshot_month(amount("size", "size (GB)"))
-    elif item.kind == "address":
-        monthly = prices.public_ip_hour * h
-    elif item.kind == "load_balancer":
-        monthly = rate("load_balancer_hour", a.get("lb_type", ""), "load balancer type") * h
-    elif item.kind == "database":
-        hourly = sized("rds", a.get("class", ""), "database class")
-        monthly = prices.rds_storage_month * amount("storage", "storage (GB)")
-        if a.get("state") not in ("stopped", "stopping", "deleting"):
-            monthly += hourly * h
-    elif item.kind in UNPRICED_KINDS:
-        problems.append(f"is a {item.kind.replace('_', ' ')}, which the price table does not price")
-    elif item.kind == "db_cluster" and a.get("engine_mode") == "serverless":
-        problems.append("is a serverless database cluster, which the price table does not price")
-    elif item.kind == "bucket" and spec is not None:
-        for r in spec.resources:
-            if isinstance(r, Bucket) and r.name == item.id:
-                monthly = r.size_gb * prices.s3_month + r.egress_gb_day * 30 * prices.transfer_gb
-    return Cost(monthly, "; ".join(problems) or None)
-
-
-def monthly_cost(item: Item, prices: PriceTable, spec: FinOpsSpec | None = None) -> float:
-    """Monthly on-demand cost of one resource in its current state (see :func:`item_cost`)."""
-    return item_cost(item, prices, spec).monthly
 
 
 @dataclass
@@ -202,6 +104,9 @@ class BillItem:
     quantities: list[float]
     tags: dict[str, str] = field(default_factory=dict)
     business_hours: bool = False
+    list_price: float | None = None
+    commitment: str = ""
+    zone: str = ""
 
 
 def _active(days: int, k: int, launched: int | None) -> bool:
@@ -210,6 +115,268 @@ def _active(days: int, k: int, launched: int | None) -> bool:
 
 def _business_hours_of(day: date) -> int:
     return 12 if day.weekday() < 5 else 0
+
+
+def _spiked(
+    base: float, spike: float, spike_days: int, days: int, k: int, ramp: list[float]
+) -> float:
+    """Usage on day ``k``: the base, plus the spike on its days (its ramp on the first ones)."""
+    if days - k > spike_days:
+        return base
+    j = spike_days - (days - k)  # 0 on the spike's first day
+    return base + (ramp[j] if j < len(ramp) else spike)
+
+
+#: A storage day: storage is priced per GB-month and one day is 1/30.4 of a month.
+GB_DAY = 1 / 30.4
+
+
+class _Lines:
+    """The usage lines of one state, built resource by resource."""
+
+    def __init__(self, spec: FinOpsSpec, names: dict[str, str], prices: PriceTable, start: date):
+        self.spec = spec
+        self.names = names
+        self.prices = prices
+        self.start = start
+        self.days = spec.billing_days
+        self.by_name: dict[str, Resource] = {r.name: r for r in spec.resources}
+        self.out: list[BillItem] = []
+
+    def resource(self, rid: str) -> Resource | None:
+        return self.by_name.get(self.names.get(rid, ""))
+
+    def active(self, launched: int | None) -> list[bool]:
+        return [_active(self.days, k, launched) for k in range(self.days)]
+
+    def spiked(self, r: Instance | Bucket | NatGateway, base: float, on: list[bool]) -> list[float]:
+        """Daily usage ``base`` plus ``r``'s spike on its last days, while ``on``."""
+        spike = r.spike_gb_day
+        return [
+            _spiked(base, spike, r.spike_days, self.days, k, r.spike_ramp) if a else 0.0
+            for k, a in enumerate(on)
+        ]
+
+    def add(
+        self,
+        item: Item,
+        usage: tuple[str, str, str, str, float],
+        quantities: list[float],
+        **extra: Any,
+    ) -> None:
+        """One usage line: (service, resource type, SKU, unit, unit price) and the quantities."""
+        if not any(quantities):
+            return
+        service, rtype, sku, unit, price = usage
+        tags = {k: v for k, v in item.tags.items() if not k.startswith("aws:")}
+        self.out.append(
+            BillItem(
+                resource_id=item.id,
+                name=item.name,
+                account=item.account,
+                tags=tags,
+                service=service,
+                resource_type=rtype,
+                sku=sku,
+                unit=unit,
+                unit_price=price,
+                quantities=quantities,
+                **extra,
+            )
+        )
+
+    def instance(self, item: Item) -> None:
+        r = self.resource(item.id)
+        inst = r if isinstance(r, Instance) else None
+        group = item.attrs.get("group")
+        if inst is None and group is None:
+            return
+        launched = inst.launched_days_ago if inst else None
+        cur = item.attrs["type"]
+        prev = inst.previous_type if inst else None
+        changed = inst.changed_days_ago if inst else None
+        stopped = inst.stopped_days_ago if inst else None
+        business = inst.schedule == "business_hours" if inst else False
+        stopped_all = item.attrs["state"] == "stopped" and stopped is None
+        q_cur = [0.0] * self.days
+        q_prev = [0.0] * self.days
+        for k, on in enumerate(self.active(launched)):
+            ago = self.days - k
+            if not on or stopped_all or (stopped is not None and ago <= stopped):
+                continue
+            day = self.start + timedelta(days=k)
+            hours = float(_business_hours_of(day)) if business else 24.0
+            if prev and changed is not None and ago > changed:
+                q_prev[k] = hours
+            else:
+                q_cur[k] = hours
+        zone = inst.zone if inst else ""
+        for typ, q in ((cur, q_cur), (prev, q_prev)):
+            if not typ:
+                continue
+            price = self.prices.instance(typ).hourly
+            reserved = bool(inst and inst.reserved)
+            rate = price * (1 - self.prices.reserved_discount) if reserved else price
+            self.add(
+                item,
+                ("ec2_compute", "Instance", f"BoxUsage:{typ}", "Hours", rate),
+                q,
+                list_price=price,
+                commitment=(
+                    f"arn:aws:ec2:{REGION}:{item.account}:reserved-instances/"
+                    f"{zlib.crc32(f'{item.account}/{typ}'.encode()):010d}"
+                    if reserved
+                    else ""
+                ),
+                business_hours=business,
+                zone=zone,
+            )
+        if inst is not None and (inst.cross_az_gb_day or inst.spike_gb_day):
+            self.add(
+                item,
+                (
+                    "ec2_other",
+                    "Instance",
+                    "DataTransfer-Regional-Bytes",
+                    "GB",
+                    self.prices.inter_az_gb,
+                ),
+                self.spiked(inst, inst.cross_az_gb_day, self.active(launched)),
+                zone=zone,
+            )
+
+    def volume(self, item: Item) -> None:
+        r = self.resource(item.id)
+        parent = self.by_name.get(self.names.get(item.attrs.get("instance") or "", ""))
+        if isinstance(r, Volume):
+            launched: int | None = r.created_days_ago
+        elif isinstance(parent, Instance):
+            launched = parent.launched_days_ago
+        else:
+            launched = None
+        size = item.attrs["size"]
+        month = self.prices.volume_month(
+            item.attrs["volume_type"],
+            size,
+            item.attrs.get("iops", 0),
+            item.attrs.get("throughput", 0),
+        )
+        self.add(
+            item,
+            (
+                "ec2_other",
+                "Volume",
+                f"EBS:VolumeUsage.{item.attrs['volume_type']}",
+                "GB-Mo",
+                month / size,
+            ),
+            [GB_DAY * size if on else 0.0 for on in self.active(launched)],
+            zone=parent.zone if isinstance(parent, Instance) else "us-east-1a",
+        )
+
+    def snapshot(self, item: Item) -> None:
+        r = self.resource(item.id)
+        launched = r.created_days_ago if isinstance(r, Snapshot) else None
+        size = item.attrs["size"]
+        self.add(
+            item,
+            ("ec2_other", "Snapshot", "EBS:SnapshotUsage", "GB-Mo", self.prices.snapshot_month(1)),
+            [GB_DAY * size if on else 0.0 for on in self.active(launched)],
+        )
+
+    def address(self, item: Item) -> None:
+        r = self.resource(item.id)
+        launched = r.launched_days_ago if r is not None else None
+        associated = item.attrs["instance"] or item.attrs.get("eni")
+        self.add(
+            item,
+            (
+                "ec2_other",
+                "ElasticIP",
+                "PublicIPv4:InUseAddress" if associated else "PublicIPv4:IdleAddress",
+                "Hours",
+                self.prices.public_ip_hour,
+            ),
+            [24.0 if on else 0.0 for on in self.active(launched)],
+        )
+
+    def load_balancer(self, item: Item) -> None:
+        r = self.resource(item.id)
+        launched = r.launched_days_ago if r is not None else None
+        self.add(
+            item,
+            (
+                "elb",
+                "LoadBalancer",
+                "LoadBalancerUsage",
+                "Hours",
+                self.prices.load_balancer_hour(item.attrs["lb_type"]),
+            ),
+            [24.0 if on else 0.0 for on in self.active(launched)],
+        )
+
+    def database(self, item: Item) -> None:
+        r = self.resource(item.id)
+        launched = r.launched_days_ago if isinstance(r, Database) else None
+        running = item.attrs["state"] not in ("stopped", "stopping")
+        cls = item.attrs["class"]
+        self.add(
+            item,
+            (
+                "rds",
+                "DBInstance",
+                f"InstanceUsage:{cls}",
+                "Hours",
+                self.prices.database(cls).hourly,
+            ),
+            [24.0 if running and on else 0.0 for on in self.active(launched)],
+        )
+        self.add(
+            item,
+            ("rds", "DBStorage", "RDS:GP2-Storage", "GB-Mo", self.prices.rds_storage_month),
+            [GB_DAY * item.attrs["storage"] if on else 0.0 for on in self.active(launched)],
+        )
+
+    def bucket(self, item: Item) -> None:
+        r = self.resource(item.id) or self.by_name.get(item.id)
+        if not isinstance(r, Bucket):
+            return
+        on = self.active(r.launched_days_ago)
+        stored = r.size_gb + r.versions_gb
+        self.add(
+            item,
+            ("s3", "Bucket", "S3:TimedStorage-ByteHrs", "GB-Mo", self.prices.s3_month),
+            [GB_DAY * stored if a else 0.0 for a in on],
+        )
+        if r.reads is not None:
+            self.add(
+                item,
+                ("s3", "Bucket", "S3:Requests-Tier2", "Requests", self.prices.s3_get),
+                [r.reads.mean * 24 if a else 0.0 for a in on],
+            )
+        self.add(
+            item,
+            ("s3", "Bucket", "S3:DataTransfer-Out-Bytes", "GB", self.prices.transfer_gb),
+            self.spiked(r, r.egress_gb_day, on),
+        )
+
+    def nat_gateway(self, item: Item) -> None:
+        r = self.resource(item.id)
+        nat = r if isinstance(r, NatGateway) else None
+        on = self.active(nat.launched_days_ago if nat else None)
+        self.add(
+            item,
+            ("ec2_other", "NatGateway", "NatGateway-Hours", "Hours", self.prices.nat_hour),
+            [24.0 if a else 0.0 for a in on],
+            zone="us-east-1a",
+        )
+        if nat is not None:
+            self.add(
+                item,
+                ("ec2_other", "NatGateway", "NatGateway-Bytes", "GB", self.prices.nat_gb),
+                self.spiked(nat, nat.gb_day, on),
+                zone="us-east-1a",
+            )
 
 
 def bill_items(
@@ -228,189 +395,29 @@ def bill_items(
         prices: The price table.
         start: First day of the period.
     """
-    days = spec.billing_days
-    by_name: dict[str, Resource] = {r.name: r for r in spec.resources}
-    out: list[BillItem] = []
-    gb_day = 1 / 30.4  # storage is priced per GB-month; one day is 1/30.4 of a month
+    lines = _Lines(spec, names, prices, start)
     for item in items.values():
-        r = by_name.get(names.get(item.id, ""))
-        parent = by_name.get(names.get(item.attrs.get("instance") or "", ""))
-        group = item.attrs.get("group") if item.kind == "instance" else None
-        tags = {k: v for k, v in item.tags.items() if not k.startswith("aws:")}
-        base: dict[str, Any] = dict(
-            resource_id=item.id, name=item.name, account=item.account, tags=tags
-        )
-        if item.kind == "instance":
-            inst = r if isinstance(r, Instance) else None
-            launched: int | None = inst.launched_days_ago if inst else None
-            if inst is None and group is None:
-                continue
-            cur = item.attrs["type"]
-            prev = inst.previous_type if inst else None
-            changed = inst.changed_days_ago if inst else None
-            stopped = inst.stopped_days_ago if inst else None
-            business = inst.schedule == "business_hours" if inst else False
-            stopped_all = item.attrs["state"] == "stopped" and stopped is None
-            q_cur = [0.0] * days
-            q_prev = [0.0] * days
-            for k in range(days):
-                ago = days - k
-                if not _active(days, k, launched) or stopped_all:
-                    continue
-                if stopped is not None and ago <= stopped:
-                    continue
-                hours = float(_business_hours_of(start + timedelta(days=k))) if business else 24.0
-                if prev and changed is not None and ago > changed:
-                    q_prev[k] = hours
-                else:
-                    q_cur[k] = hours
-            for typ, q in ((cur, q_cur), (prev, q_prev)):
-                if typ and any(q):
-                    out.append(
-                        BillItem(
-                            **base,
-                            service="ec2_compute",
-                            resource_type="Instance",
-                            sku=f"BoxUsage:{typ}",
-                            unit="Hours",
-                            unit_price=prices.instance(typ).hourly,
-                            quantities=q,
-                            business_hours=business,
-                        )
-                    )
-        elif item.kind == "volume":
-            if isinstance(r, Volume):
-                launched = r.created_days_ago
-            elif isinstance(parent, Instance):
-                launched = parent.launched_days_ago
-            else:
-                launched = None
-            month = prices.volume_month(
-                item.attrs["volume_type"], item.attrs["size"], item.attrs.get("iops", 0)
-            )
-            q = [
-                gb_day * item.attrs["size"] if _active(days, k, launched) else 0.0
-                for k in range(days)
-            ]
-            out.append(
-                BillItem(
-                    **base,
-                    service="ec2_other",
-                    resource_type="Volume",
-                    sku=f"EBS:VolumeUsage.{item.attrs['volume_type']}",
-                    unit="GB-Mo",
-                    unit_price=month / item.attrs["size"],
-                    quantities=q,
-                )
-            )
-        elif item.kind == "snapshot":
-            launched = r.created_days_ago if isinstance(r, Snapshot) else None
-            size = item.attrs["size"]
-            q = [gb_day * size if _active(days, k, launched) else 0.0 for k in range(days)]
-            out.append(
-                BillItem(
-                    **base,
-                    service="ec2_other",
-                    resource_type="Snapshot",
-                    sku="EBS:SnapshotUsage",
-                    unit="GB-Mo",
-                    unit_price=prices.snapshot_month(1),
-                    quantities=q,
-                )
-            )
-        elif item.kind in ("address", "load_balancer"):
-            launched = r.launched_days_ago if r is not None else None
-            q = [24.0 if _active(days, k, launched) else 0.0 for k in range(days)]
-            if item.kind == "address":
-                svc, rtype, sku, price = (
-                    "ec2_other",
-                    "ElasticIP",
-                    "PublicIPv4:InUseAddress",
-                    prices.public_ip_hour,
-                )
-                if not item.attrs["instance"]:
-                    sku = "PublicIPv4:IdleAddress"
-            else:
-                svc, rtype, sku = "elb", "LoadBalancer", "LoadBalancerUsage"
-                price = prices.load_balancer_hour(item.attrs["lb_type"])
-            out.append(
-                BillItem(
-                    **base,
-                    service=svc,
-                    resource_type=rtype,
-                    sku=sku,
-                    unit="Hours",
-                    unit_price=price,
-                    quantities=q,
-                )
-            )
-        elif item.kind == "database":
-            launched = r.launched_days_ago if isinstance(r, Database) else None
-            running = item.attrs["state"] not in ("stopped", "stopping")
-            q = [24.0 if running and _active(days, k, launched) else 0.0 for k in range(days)]
-            cls = item.attrs["class"]
-            if any(q):
-                out.append(
-                    BillItem(
-                        **base,
-                        service="rds",
-                        resource_type="DBInstance",
-                        sku=f"InstanceUsage:{cls}",
-                        unit="Hours",
-                        unit_price=prices.database(cls).hourly,
-                        quantities=q,
-                    )
-                )
-            qs = [
-                gb_day * item.attrs["storage"] if _active(days, k, launched) else 0.0
-                for k in range(days)
-            ]
-            out.append(
-                BillItem(
-                    **base,
-                    service="rds",
-                    resource_type="DBStorage",
-                    sku="RDS:GP2-Storage",
-                    unit="GB-Mo",
-                    unit_price=prices.rds_storage_month,
-                    quantities=qs,
-                )
-            )
-        elif item.kind == "bucket":
-            if not isinstance(r, Bucket):
-                continue
-            launched = r.launched_days_ago
-            qs = [gb_day * r.size_gb if _active(days, k, launched) else 0.0 for k in range(days)]
-            out.append(
-                BillItem(
-                    **base,
-                    service="s3",
-                    resource_type="Bucket",
-                    sku="S3:TimedStorage",
-                    unit="GB-Mo",
-                    unit_price=prices.s3_month,
-                    quantities=qs,
-                )
-            )
-            qe = [
-                (r.egress_gb_day + (r.spike_gb_day if days - k <= r.spike_days else 0.0))
-                if _active(days, k, launched)
-                else 0.0
-                for k in range(days)
-            ]
-            if any(qe):
-                out.append(
-                    BillItem(
-                        **base,
-                        service="s3",
-                        resource_type="Bucket",
-                        sku="S3:DataTransfer-Out-Bytes",
-                        unit="GB",
-                        unit_price=prices.transfer_gb,
-                        quantities=qe,
-                    )
-                )
-    return out
+        handler = getattr(lines, item.kind, None)
+        if handler is not None and item.kind in BILLED_KINDS:
+            handler(item)
+    return lines.out
+
+
+#: Kinds the export bills.
+BILLED_KINDS = frozenset(
+    {
+        "instance",
+        "volume",
+        "snapshot",
+        "address",
+        "load_balancer",
+        "database",
+        "bucket",
+        "nat_gateway",
+    }
+)
+#: The region every row is in.
+REGION = "us-east-1"
 
 
 def _iso(t: datetime) -> str:
@@ -451,6 +458,7 @@ def focus_rows(
     zone = f"{region}a"
     for line in lines:
         tags = json.dumps(line.tags, sort_keys=True) if line.tags else "{}"
+        list_price = line.list_price if line.list_price is not None else line.unit_price
         fixed = {
             "BillingAccountId": payer,
             "BillingAccountName": payer_name,
@@ -465,24 +473,24 @@ def focus_rows(
             "ServiceCategory": _CATEGORY[line.service],
             "RegionId": region,
             "RegionName": region_name,
-            "AvailabilityZone": zone if line.resource_type in _ZONAL else "",
+            "AvailabilityZone": (line.zone or zone) if line.resource_type in _ZONAL else "",
             "ResourceId": line.resource_id,
             "ResourceName": line.name,
             "ResourceType": line.resource_type,
             "SkuId": line.sku,
-            "SkuPriceId": f"{line.sku}:{region}:OnDemand",
-            "PricingCategory": "Standard",
+            "SkuPriceId": f"{line.sku}:{region}:{'Reserved' if line.commitment else 'OnDemand'}",
+            "PricingCategory": "Committed" if line.commitment else "Standard",
             "PricingUnit": line.unit,
-            "ListUnitPrice": line.unit_price,
+            "ListUnitPrice": list_price,
             "ContractedUnitPrice": line.unit_price,
             "BillingCurrency": "USD",
             "ChargeClass": "",
             "ChargeFrequency": "Usage-Based",
-            "CommitmentDiscountCategory": "",
-            "CommitmentDiscountId": "",
-            "CommitmentDiscountName": "",
-            "CommitmentDiscountStatus": "",
-            "CommitmentDiscountType": "",
+            "CommitmentDiscountCategory": "Usage" if line.commitment else "",
+            "CommitmentDiscountId": line.commitment,
+            "CommitmentDiscountName": line.commitment.rsplit("/", 1)[-1] if line.commitment else "",
+            "CommitmentDiscountStatus": "Used" if line.commitment else "",
+            "CommitmentDiscountType": "Reserved Instance" if line.commitment else "",
             "ConsumedUnit": line.unit,
             "Tags": tags,
         }
@@ -506,7 +514,7 @@ def focus_rows(
                     ChargePeriodEnd=end_iso,
                     PricingQuantity=round(qty, 6),
                     ConsumedQuantity=round(qty, 6),
-                    ListCost=cost,
+                    ListCost=round(qty * list_price, 10),
                     ContractedCost=cost,
                     BilledCost=cost,
                     EffectiveCost=cost,
@@ -549,34 +557,3 @@ def to_csv(rows: list[dict[str, Any]]) -> bytes:
     writer.writerow(FOCUS_COLUMNS)
     writer.writerows([row[c] for c in FOCUS_COLUMNS] for row in rows)
     return buf.getvalue().encode()
-
-
-def cost_explorer_result(rows: list[dict[str, Any]], start: date, days: int) -> dict[str, Any]:
-    """Daily unblended cost by SERVICE, as ``GetCostAndUsage`` answers it."""
-    by_day: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for row in rows:
-        by_day[row["ChargePeriodStart"][:10]][row["ServiceName"]] += row["BilledCost"]
-    results = []
-    for k in range(days):
-        d = (start + timedelta(days=k)).isoformat()
-        e = (start + timedelta(days=k + 1)).isoformat()
-        groups = [
-            {
-                "Keys": [svc],
-                "Metrics": {"UnblendedCost": {"Amount": f"{amt:.10f}", "Unit": "USD"}},
-            }
-            for svc, amt in sorted(by_day.get(d, {}).items())
-        ]
-        results.append(
-            {
-                "TimePeriod": {"Start": d, "End": e},
-                "Total": {},
-                "Groups": groups,
-                "Estimated": False,
-            }
-        )
-    return {
-        "GroupDefinitions": [{"Type": "DIMENSION", "Key": "SERVICE"}],
-        "ResultsByTime": results,
-        "DimensionValueAttributes": [],
-    }

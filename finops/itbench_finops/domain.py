@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from itbench import (
     Domain,
@@ -29,6 +30,16 @@ class FinOpsDomain(Domain[FinOpsSpec, FinOpsSubmission, FinOpsEnvironment]):
     ports_per_trial = 1
     task_types = TASK_TYPES
 
+    def draw(self, spec: FinOpsSpec, ctx: TrialContext) -> tuple[FinOpsSpec, dict[str, Any]]:
+        """The trial's concrete scenario: its settings and each candidate's form, drawn.
+
+        Seeded by the run's secret (:mod:`itbench_finops.draw`): which resources are waste and
+        which look-alikes, the conventions' values and the handbook's text change per trial.
+        """
+        from itbench_finops.draw import draw
+
+        return draw(spec, ctx)
+
     def create_environment(self, spec: FinOpsSpec, ctx: TrialContext) -> FinOpsEnvironment:
         """A moto-backed environment for ``spec``."""
         return FinOpsEnvironment(spec, ctx)
@@ -50,7 +61,8 @@ class FinOpsDomain(Domain[FinOpsSpec, FinOpsSubmission, FinOpsEnvironment]):
             IntegrityError: the endpoint died, stopped or was replaced: what decides the score
                 is lost, so the trial is invalid.
         """
-        from itbench_finops.scoring import Trial, evaluate, start_of
+        from itbench_finops.scoring import evaluate, start_of
+        from itbench_finops.trial import Trial
 
         # The runner checks the harness first; checking here as well keeps a lost endpoint an
         # invalid trial (never an error) for every caller of evaluate.
@@ -81,6 +93,7 @@ class FinOpsDomain(Domain[FinOpsSpec, FinOpsSubmission, FinOpsEnvironment]):
             rows=env.rows,
             period_start=start_of(env.period_start),
             submission=submission,
+            seeded=env.seeded,
         )
         result = evaluate(trial)
         start = env.agent_started_at or toolbox.first_call_at

@@ -4,10 +4,16 @@ The first request to each moto service loads its models and builds its backend. 
 once before the port opens (and resetting the state afterwards) makes "port open" mean
 "ready", and keeps the seeding step fast.
 
-moto's own admin API (``/moto-api/``: reset, state dump, preloaded results) is for the harness
-only: it answers just requests carrying the token derived from the key the harness handed the
-endpoint (:mod:`itbench_finops.admin`), so an agent on the same port cannot wipe the account
-or rewrite what Cost Explorer returns.
+moto's own admin API (``/moto-api/``: reset, state dump) and the harness API under
+``/moto-api/harness/`` (dating the seeded resources, the billing data Cost Explorer answers
+from: :mod:`itbench_finops.harness_api`) are for the harness only: they answer just requests
+carrying the token derived from the key the harness handed the endpoint
+(:mod:`itbench_finops.admin`), so an agent on the same port cannot wipe the account or rewrite
+its history or its costs.
+
+Besides moto's services, the endpoint answers Cost Explorer from the account's billing rows
+(:func:`install_cost_explorer`, :mod:`itbench_finops.cost_explorer`) and the Price List API
+from the price table (:mod:`itbench_finops.pricing_api`), which moto does not emulate.
 
 The endpoint is the task's accounts in one region, and nothing else (:func:`guard_requests`):
 moto would serve any region, any account (through its account header or credentials of a
@@ -24,6 +30,7 @@ import os
 import sys
 import urllib.parse
 from collections.abc import Callable, Iterable
+from datetime import date
 from typing import Any
 from xml.sax.saxutils import escape
 
@@ -41,6 +48,7 @@ WARMUP: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("cloudwatch", "list_metrics", {}),
     ("budgets", "describe_budgets", {"AccountId": "123456789012"}),
     ("iam", "list_users", {}),
+    ("logs", "describe_log_groups", {}),
     ("sts", "get_caller_identity", {}),
 )
 
@@ -116,6 +124,87 @@ def warm_up() -> None:
 def _plain(start_response: Any, status: str, body: bytes) -> Iterable[bytes]:
     start_response(status, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
     return [body]
+
+
+def _json(start_response: Any, status: str, body: bytes) -> Iterable[bytes]:
+    start_response(
+        status,
+        [("Content-Type", "application/x-amz-json-1.1"), ("Content-Length", str(len(body)))],
+    )
+    return [body]
+
+
+#: Most bytes of a request body the endpoint's own handlers read.
+MAX_BODY = 64 * 2**20
+
+
+def _body(environ: dict[str, Any]) -> bytes:
+    try:
+        length = min(int(environ.get("CONTENT_LENGTH") or 0), MAX_BODY)
+    except ValueError:
+        length = 0
+    return bytes(environ["wsgi.input"].read(length)) if length > 0 else b""
+
+
+def _signed_region(environ: dict[str, Any]) -> str | None:
+    """The region of a request's signature scope, or None when it is not signed (SigV4)."""
+    auth = str(environ.get("HTTP_AUTHORIZATION", ""))
+    marker = "Credential="
+    if marker not in auth:
+        return None
+    scope = auth.split(marker, 1)[1].split(",", 1)[0].split("/")
+    return scope[2] if len(scope) > 2 else None
+
+
+#: Path prefix of the harness's own calls (:mod:`itbench_finops.harness_api`).
+HARNESS_PATH = "/moto-api/harness/"
+
+
+def install_cost_explorer() -> None:
+    """Answer Cost Explorer's queries from the billing data the harness sent.
+
+    Replaces moto's ``GetCostAndUsage`` (one preloaded result per request) and adds the
+    operations moto lacks; each goes through moto's authorization (and the guard's) as any
+    other action, and sees the rows of the calling account (all of them for the payer).
+    """
+    from moto.ce.responses import CostExplorerResponse
+    from moto.core.exceptions import JsonRESTError
+
+    from itbench_finops import cost_explorer as ce
+    from itbench_finops.harness_api import BILLING
+
+    def answer(handler: Any, operation: str) -> str:
+        try:
+            params = json.loads(handler.body or "{}")
+            if not isinstance(params, dict):
+                raise ce.CostExplorerError("the request body must be a JSON object")
+            rows, account, payer = BILLING["rows"], handler.current_account, BILLING["payer"]
+            if operation == "forecast":
+                today = date.fromisoformat(BILLING["end"]) if BILLING["end"] else date.today()
+                result = ce.get_cost_forecast(params, rows, account, payer, today)
+            elif operation == "resources":
+                result = ce.get_cost_and_usage(params, rows, account, payer, resources=True)
+            else:
+                result = getattr(ce, operation)(params, rows, account, payer)
+        except json.JSONDecodeError:
+            raise JsonRESTError("SerializationException", "the request body is not JSON") from None
+        except ce.CostExplorerError as exc:
+            raise JsonRESTError(exc.code, str(exc)) from None
+        return json.dumps(result)
+
+    methods = {
+        "get_cost_and_usage": "get_cost_and_usage",
+        "get_cost_and_usage_with_resources": "resources",
+        "get_dimension_values": "get_dimension_values",
+        "get_tags": "get_tags",
+        "get_cost_forecast": "forecast",
+    }
+    for method, operation in methods.items():
+
+        def bound(self: Any, operation: str = operation) -> str:
+            return answer(self, operation)
+
+        setattr(CostExplorerResponse, method, bound)
 
 
 #: The region the endpoint serves.
@@ -226,6 +315,7 @@ def guard_requests(key: bytes, accounts: Iterable[str]) -> None:
     from moto.s3.exceptions import S3ClientError
     from werkzeug.exceptions import HTTPException
 
+    from itbench_finops import harness_api, pricing_api
     from itbench_finops.admin import ADMIN_HEADER, IDENTITY_PATH, admin_token, identity_answer
 
     token = admin_token(key)
@@ -238,8 +328,17 @@ def guard_requests(key: bytes, accounts: Iterable[str]) -> None:
         environ: dict[str, Any],
         start_response: Callable[..., Any],
     ) -> Iterable[bytes]:
-        app = self.get_application(environ)
         admin = hmac.compare_digest(str(environ.get(environ_key, "")), token)
+        target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+        if target.startswith(pricing_api.TARGET):
+            region = _signed_region(environ)
+            if region not in (None, REGION):
+                body = error_body(
+                    True, "UnsupportedRegion", f"the Price List API is served in {REGION} only"
+                ).encode()
+                return _json(start_response, "400 Bad Request", body)
+            return _json(start_response, *pricing_api.answer(target, _body(environ)))
+        app = self.get_application(environ)
         if app is not self.app_instances.get("moto_api"):
             if admin:
                 return app(environ, start_response)
@@ -264,10 +363,14 @@ def guard_requests(key: bytes, accounts: Iterable[str]) -> None:
             return [body]
         if not admin:
             return _plain(start_response, "403 Forbidden", b"forbidden")
-        if environ.get("PATH_INFO") == IDENTITY_PATH:
+        path = str(environ.get("PATH_INFO", ""))
+        if path == IDENTITY_PATH:
             query = urllib.parse.parse_qs(str(environ.get("QUERY_STRING", "")))
             nonce = query.get("nonce", [""])[0]
             return _plain(start_response, "200 OK", identity_answer(key, nonce).encode())
+        if path.startswith(HARNESS_PATH):
+            status, body = harness_api.handle(path[len(HARNESS_PATH) :], _body(environ))
+            return _json(start_response, status, body)
         return app(environ, start_response)
 
     DomainDispatcherApplication.__call__ = guarded  # type: ignore[method-assign]
@@ -329,6 +432,7 @@ def main(argv: list[str] | None = None) -> None:
     from itbench_finops.budget_api import install
 
     install()
+    install_cost_explorer()
     warm_up()
     accounts = [a for a in os.environ.pop(ACCOUNTS_VARIABLE, "").split(",") if a]
     guard_requests(bytes.fromhex(key_hex), [DEFAULT_ACCOUNT, *accounts])

@@ -12,22 +12,16 @@ from typing import Any
 
 from itbench import Environment, InfrastructureError, Tool, TrialContext
 from itbench_finops.aws import Clients
-from itbench_finops.billing import (
-    bill_items,
-    cost_explorer_result,
-    focus_rows,
-    item_cost,
-    to_csv,
-)
+from itbench_finops.billing import bill_items, focus_rows, to_csv
+from itbench_finops.cost_explorer import ce_rows, forecast_daily, row_filter
+from itbench_finops.costs import Usage, item_cost
 from itbench_finops.prices import PriceTable, load_prices
 from itbench_finops.seed import Seeded, Seeder
 from itbench_finops.server import ACCESS_KEY, MANAGEMENT_ACCOUNT, REGION, SECRET_KEY, MotoServer
-from itbench_finops.spec import FinOpsSpec
-from itbench_finops.state import EXCESS, Item, read_state
+from itbench_finops.spec import Budget, FinOpsSpec
+from itbench_finops.state import EXCESS, Item, budgets_of, read_state
+from itbench_finops.timeline import Timeline
 from itbench_finops.tools import make_tools
-
-#: How many Cost Explorer requests with distinct parameters get the preloaded result.
-CE_PRELOADS = 20
 
 
 class FinOpsEnvironment(Environment):
@@ -55,7 +49,8 @@ class FinOpsEnvironment(Environment):
         self.period_start = date.today()
         self.export_bucket = f"billing-exports-{MANAGEMENT_ACCOUNT}"
         self.export_key = ""
-        self.cost_explorer: dict[str, Any] = {}
+        self.cost_explorer: list[dict[str, Any]] = []
+        self.timeline: Timeline | None = None
         #: When the agent's clock started (epoch seconds): the start of time to detect and
         #: time to mitigate.
         self.agent_started_at: float | None = None
@@ -72,10 +67,12 @@ class FinOpsEnvironment(Environment):
             self.reader.client(service)
         self.server.wait()
         try:
-            self.seeded = Seeder(self.spec, self.clients, self.ctx.seed).run()
+            seeder = Seeder(self.spec, self.clients, self.ctx.seed, self._harness)
+            self.seeded = seeder.run()
+            self.timeline = seeder.timeline
             self.initial = self.read_state()
             self._check_initial()
-            self._billing()
+            self._billing(seeder)
         except InfrastructureError:
             raise
         except Exception as exc:
@@ -96,14 +93,21 @@ class FinOpsEnvironment(Environment):
             for i in self.initial.values()
             for why in [
                 "more than the reader reads" if i.kind == EXCESS else None,
-                item_cost(i, self.prices, self.spec).unpriced,
+                item_cost(i, self.prices, Usage(self.spec, self._names())).unpriced,
             ]
             if why
         ]
         if wrong:
             raise InfrastructureError(f"the seeded account cannot be scored: {'; '.join(wrong)}")
 
-    def _billing(self) -> None:
+    def _names(self) -> dict[str, str]:
+        return {rid: name for name, rid in self.seeded.ids.items()}
+
+    def _harness(self, path: str, body: dict[str, Any]) -> None:
+        self.server.admin(f"harness/{path}", body)
+
+    def _billing(self, seeder: Seeder) -> None:
+        """The billing export, Cost Explorer's data and the budgets' spend, from one set of rows."""
         end = self.seeded.now.date()
         self.period_start = end - timedelta(days=self.spec.billing_days)
         names = {rid: name for name, rid in self.seeded.ids.items()}
@@ -124,17 +128,59 @@ class FinOpsEnvironment(Environment):
         s3.create_bucket(Bucket=self.export_bucket)
         self.export_key = f"focus/{self.period_start.isoformat()}_{end.isoformat()}/export.csv"
         s3.put_object(Bucket=self.export_bucket, Key=self.export_key, Body=to_csv(self.rows))
-        self.cost_explorer = cost_explorer_result(
-            self.rows, self.period_start, self.spec.billing_days
+        self.cost_explorer = ce_rows(self.rows, account_names)
+        self._harness(
+            "billing",
+            {
+                "rows": self.cost_explorer,
+                "accounts": account_names,
+                "payer": MANAGEMENT_ACCOUNT,
+                "end": end.isoformat(),
+            },
         )
-        self.server.admin(
-            "static/ce/cost-and-usage-results",
-            {"account_id": MANAGEMENT_ACCOUNT, "results": [self.cost_explorer] * CE_PRELOADS},
+        seeder.budgets({b.name: self.budget_spend(b) for b in self._budgets()})
+        created = self.seeded.now - timedelta(days=400)
+        self._harness(
+            "times",
+            {
+                "resources": [
+                    {
+                        "kind": "bucket",
+                        "account": MANAGEMENT_ACCOUNT,
+                        "id": self.export_bucket,
+                        "created": created.isoformat(),
+                    }
+                ]
+            },
         )
-        # The export bucket is part of the account: keep it in the initial inventory.
+        # The export bucket and the budgets are part of the account: keep them in the initial
+        # inventory.
         self.initial[self.export_bucket] = Item(
             "bucket", self.export_bucket, self.export_bucket, MANAGEMENT_ACCOUNT
         )
+        for item in budgets_of(self.reader):
+            self.initial[item.id] = item
+
+    def _budgets(self) -> list[Budget]:
+        return [r for r in self.spec.resources if isinstance(r, Budget)]
+
+    def budget_spend(self, budget: Budget) -> tuple[float, float]:
+        """A budget's spend this month and its forecast for the whole month, USD.
+
+        The forecast adds, for each remaining day of the month, the mean daily spend of the
+        last week (Cost Explorer's forecast over the same rows).
+        """
+        end = self.seeded.now.date()
+        first = end.replace(day=1)
+        month_end = (first + timedelta(days=32)).replace(day=1)
+        scope = row_filter(budget_scope(budget, self.prices))
+        actual = sum(
+            r["cost"]
+            for r in self.cost_explorer
+            if first.isoformat() <= r["start"][:10] < end.isoformat() and scope(r)
+        )
+        daily = forecast_daily(self.cost_explorer, scope, end)
+        return actual, actual + daily * (month_end - end).days
 
     def agent_started(self) -> None:
         """Note the start of the agent's clock."""
@@ -200,12 +246,20 @@ class FinOpsEnvironment(Environment):
                 else "daily",
             },
             "cost_explorer": (
-                "GetCostAndUsage (management account) answers with the daily UnblendedCost "
-                "grouped by SERVICE for the billing period; use the billing export or the "
-                "billing_query tool for other breakdowns."
+                "Cost Explorer (GetCostAndUsage, GetCostAndUsageWithResources, "
+                "GetDimensionValues, GetTags, GetCostForecast) answers from the billing data "
+                "of the export: the management account sees every account, a member account "
+                "its own."
+            ),
+            "handbook": (
+                f"s3://{self.spec.handbook_bucket}/: the engineering handbook (conventions, "
+                "runbooks, logs)."
             ),
             "metrics": f"CloudWatch holds {self.spec.metric_days} days of hourly datapoints.",
-            "prices": "On-demand list prices: the price_list tool. Hours per month: 730.",
+            "prices": (
+                "On-demand list prices: the Price List API (pricing get-products) or the "
+                "price_list tool. Hours per month: 730."
+            ),
         }
 
     # --- integrity ------------------------------------------------------------------------
@@ -213,18 +267,16 @@ class FinOpsEnvironment(Environment):
     def fingerprint(self) -> dict[str, str]:
         """Digests of what the evaluator reads and nobody may change.
 
-        The scenario (ground truth included), the seeded ids and the initial inventory that
-        harm and savings are measured against, the billing rows the scorer and
-        ``billing_query`` read (and the export generated from them), the Cost Explorer result
-        preloaded from them, and the price table as loaded and as shipped. The copy of the
+        The scenario (ground truth included), the seeded ids (and the networks, data volumes
+        and addresses seeding made) and the initial inventory that harm and savings are
+        measured against, the billing rows the scorer and ``billing_query`` read (and the
+        export generated from them), the Cost Explorer rows served from them, and the price
+        table as loaded and as shipped. The copy of the
         export in the account's bucket is the agent's to read (and to spoil for itself): the
         scorer never reads it back.
         """
         seeded = {
-            "ids": self.seeded.ids,
-            "accounts": self.seeded.accounts,
-            "root_volumes": self.seeded.root_volumes,
-            "lb_dimensions": self.seeded.lb_dimensions,
+            **dataclasses.asdict(self.seeded),
             "now": self.seeded.now.isoformat(),
         }
         initial = [dataclasses.asdict(i) for _, i in sorted(self.initial.items())]
@@ -251,6 +303,21 @@ class FinOpsEnvironment(Environment):
     def dump(self) -> str:
         """A JSON summary of the seeded ids, for the trial's artifacts."""
         return json.dumps({"ids": self.seeded.ids, "accounts": self.seeded.accounts}, indent=1)
+
+
+def budget_scope(budget: Budget, prices: PriceTable) -> dict[str, Any] | None:
+    """A budget's filters as a Cost Explorer expression (None: every cost)."""
+    parts: list[dict[str, Any]] = []
+    if budget.team:
+        parts.append({"Tags": {"Key": "team", "Values": [budget.team]}})
+    if budget.accounts:
+        parts.append({"Dimensions": {"Key": "LINKED_ACCOUNT", "Values": list(budget.accounts)}})
+    if budget.services:
+        names = [prices.service_name(s) for s in budget.services]
+        parts.append({"Dimensions": {"Key": "SERVICE", "Values": names}})
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else {"And": parts}
 
 
 def _canonical(value: Any) -> str:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from datetime import UTC, datetime, timedelta
+import json
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from itbench import TaskView, Toolbox, ToolError
@@ -12,18 +13,22 @@ from itbench_finops.optimum import (
     hourly_compute,
     needed_capacity,
     rightsizing_target,
+    volume_iops_need,
+    volume_throughput_need,
 )
 from itbench_finops.prices import load_prices
-from itbench_finops.seed import budget_document
+from itbench_finops.seed import S3_SERVICE, budget_document, data_device, notifications_document
 from itbench_finops.server import MANAGEMENT_ACCOUNT
 from itbench_finops.spec import (
     AutoScalingGroup,
-    Budget,
+    Bucket,
+    Database,
     FinOpsSpec,
     FinOpsSubmission,
     Instance,
     Resource,
 )
+from itbench_finops.timeline import start_date
 
 
 def _d(toolbox: Toolbox, service: str, op: str, account: str | None = None, **params: Any) -> Any:
@@ -80,6 +85,17 @@ def resource_id(toolbox: Toolbox, r: Resource) -> str:
     if r.kind == "load_balancer":
         lbs = _d(toolbox, "elbv2", "DescribeLoadBalancers", acct, Names=[r.name])
         return str(lbs["LoadBalancers"][0]["LoadBalancerArn"])
+    if r.kind == "nat_gateway":
+        # DescribeNatGateways filters by id, VPC, subnet and state only: match the tag here.
+        nats = _d(toolbox, "ec2", "DescribeNatGateways", acct)["NatGateways"]
+        return str(
+            next(
+                n["NatGatewayId"]
+                for n in nats
+                if n.get("State") == "available"
+                and {"Key": "Name", "Value": r.name} in n.get("Tags", [])
+            )
+        )
     return r.name
 
 
@@ -88,34 +104,46 @@ def solve(spec: FinOpsSpec, task: TaskView, toolbox: Toolbox) -> FinOpsSubmissio
     truth = spec.truth
     if not truth.incident:
         return FinOpsSubmission(incident=False, notes="nothing to fix")
-    if spec.family == "commitment":
-        return _commitment(spec, toolbox, task)
+    if spec.family in ("commitment", "anomaly", "forecast"):
+        return {"commitment": _commitment, "anomaly": _anomaly, "forecast": _anomaly}[spec.family](
+            spec, toolbox, task
+        )
     return {
-        "anomaly": _anomaly,
         "idle": _idle,
         "rightsizing": _rightsizing,
+        "storage": _storage,
+        "transfer": _transfer,
         "budget": _budget,
         "autoscaling": _autoscaling,
         "allocation": _allocation,
     }[spec.family](spec, toolbox)
 
 
-def _anomaly(spec: FinOpsSpec, toolbox: Toolbox) -> FinOpsSubmission:
+def _anomaly(spec: FinOpsSpec, toolbox: Toolbox, task: TaskView) -> FinOpsSubmission:
     from itbench_finops.scoring import RESOURCE_TYPES
 
     t = spec.truth
     r = spec.resource(t.resource or "")
+    end = date.fromisoformat(task.context["billing_export"]["period_end"])
     return FinOpsSubmission(
         account_id=t.account or MANAGEMENT_ACCOUNT,
         service=load_prices().service_name(t.service or ""),
         resource_id=resource_id(toolbox, r),
         resource_type=RESOURCE_TYPES[r.kind],
         cause=t.cause,
+        start_date=start_date(spec, end, r.name),
+    )
+
+
+def _nat_route_table(toolbox: Toolbox, r: Resource, nat_id: str) -> dict[str, Any]:
+    tables = _d(toolbox, "ec2", "DescribeRouteTables", r.account)["RouteTables"]
+    return next(
+        t for t in tables if any(x.get("NatGatewayId") == nat_id for x in t.get("Routes", []))
     )
 
 
 def _idle(spec: FinOpsSpec, toolbox: Toolbox) -> FinOpsSubmission:
-    for name in spec.truth.removable:
+    for name in spec.truth.waste:
         r = spec.resource(name)
         rid = resource_id(toolbox, r)
         acct = r.account
@@ -149,56 +177,140 @@ def _idle(spec: FinOpsSpec, toolbox: Toolbox) -> FinOpsSubmission:
                 DBInstanceIdentifier=rid,
                 SkipFinalSnapshot=True,
             )
-    return FinOpsSubmission(notes=f"removed {len(spec.truth.removable)} idle resources")
+        elif r.kind == "nat_gateway":
+            nat = _d(toolbox, "ec2", "DescribeNatGateways", acct, NatGatewayIds=[rid])
+            table = _nat_route_table(toolbox, r, rid)
+            _a(
+                toolbox,
+                "ec2",
+                "DeleteRoute",
+                acct,
+                RouteTableId=table["RouteTableId"],
+                DestinationCidrBlock="0.0.0.0/0",
+            )
+            _a(toolbox, "ec2", "DeleteNatGateway", acct, NatGatewayId=rid)
+            for address in nat["NatGateways"][0]["NatGatewayAddresses"]:
+                _a(
+                    toolbox,
+                    "ec2",
+                    "DisassociateAddress",
+                    acct,
+                    AssociationId=address["AssociationId"],
+                )
+                _a(toolbox, "ec2", "ReleaseAddress", acct, AllocationId=address["AllocationId"])
+    return FinOpsSubmission(notes=f"removed {len(spec.truth.waste)} idle resources")
 
 
 def _rightsizing(spec: FinOpsSpec, toolbox: Toolbox) -> FinOpsSubmission:
     prices = load_prices()
     recs = []
-    for name in spec.truth.targets:
-        inst = spec.resource(name)
-        assert isinstance(inst, Instance)
-        best, _ = rightsizing_target(prices, inst, spec.truth.target_cpu)
-        rid = resource_id(toolbox, inst)
+    for name in spec.truth.waste:
+        r = spec.resource(name)
+        assert isinstance(r, Instance | Database)
+        best, _, _ = rightsizing_target(prices, r, spec.truth)
+        rid = resource_id(toolbox, r)
         recs.append({"resource_id": rid, "recommended_type": best})
-        if spec.truth.mode == "apply":
-            acct = inst.account
-            _a(toolbox, "ec2", "StopInstances", acct, InstanceIds=[rid])
+        if spec.truth.mode == "recommend":
+            continue
+        acct = r.account
+        if isinstance(r, Database):
             _a(
                 toolbox,
-                "ec2",
-                "ModifyInstanceAttribute",
+                "rds",
+                "ModifyDBInstance",
                 acct,
-                InstanceId=rid,
-                InstanceType={"Value": best},
+                DBInstanceIdentifier=rid,
+                DBInstanceClass=best,
+                ApplyImmediately=True,
             )
-            _a(toolbox, "ec2", "StartInstances", acct, InstanceIds=[rid])
+            continue
+        _a(toolbox, "ec2", "StopInstances", acct, InstanceIds=[rid])
+        _a(
+            toolbox,
+            "ec2",
+            "ModifyInstanceAttribute",
+            acct,
+            InstanceId=rid,
+            InstanceType={"Value": best},
+        )
+        _a(toolbox, "ec2", "StartInstances", acct, InstanceIds=[rid])
     return FinOpsSubmission.model_validate({"recommendations": recs})
 
 
-def _budget(spec: FinOpsSpec, toolbox: Toolbox) -> FinOpsSubmission:
-    want = spec.truth.budget
-    assert isinstance(want, Budget)
-    _a(toolbox, "budgets", "DeleteBudget", AccountId=MANAGEMENT_ACCOUNT, BudgetName=want.name)
-    _a(
-        toolbox,
-        "budgets",
-        "CreateBudget",
-        AccountId=MANAGEMENT_ACCOUNT,
-        Budget=budget_document(want),
-        NotificationsWithSubscribers=[
-            {
-                "Notification": {
-                    "NotificationType": n.notification_type,
-                    "ComparisonOperator": n.comparison,
-                    "Threshold": n.threshold,
-                    "ThresholdType": n.threshold_type,
-                },
-                "Subscribers": [{"SubscriptionType": "EMAIL", "Address": a} for a in n.subscribers],
+def _storage(spec: FinOpsSpec, toolbox: Toolbox) -> FinOpsSubmission:
+    truth = spec.truth
+    for name in truth.waste:
+        r = spec.resource(name)
+        if isinstance(r, Bucket):
+            rule: dict[str, Any] = {
+                "ID": "cold-data",
+                "Status": "Enabled",
+                "Filter": {"Prefix": ""},
+                "Transitions": [
+                    {"Days": truth.transition_days, "StorageClass": truth.storage_class}
+                ],
             }
-            for n in want.notifications
-        ],
-    )
+            if r.versions_gb:
+                rule["NoncurrentVersionExpiration"] = {"NoncurrentDays": truth.noncurrent_days}
+            _a(
+                toolbox,
+                "s3",
+                "PutBucketLifecycleConfiguration",
+                r.account,
+                Bucket=r.name,
+                LifecycleConfiguration={"Rules": [rule]},
+            )
+            continue
+        assert isinstance(r, Instance)
+        rid = resource_id(toolbox, r)
+        inst = _d(toolbox, "ec2", "DescribeInstances", r.account, InstanceIds=[rid])
+        mappings = inst["Reservations"][0]["Instances"][0]["BlockDeviceMappings"]
+        by_device = {m["DeviceName"]: m["Ebs"]["VolumeId"] for m in mappings}
+        for i, v in enumerate(r.volumes):
+            if v.volume_type != "gp2":
+                continue
+            _a(
+                toolbox,
+                "ec2",
+                "ModifyVolume",
+                r.account,
+                VolumeId=by_device[data_device(i)],
+                VolumeType="gp3",
+                Iops=volume_iops_need(v),
+                Throughput=volume_throughput_need(v),
+            )
+    return FinOpsSubmission(notes=f"fixed {len(truth.waste)} storage items")
+
+
+def _transfer(spec: FinOpsSpec, toolbox: Toolbox) -> FinOpsSubmission:
+    for name in spec.truth.waste:
+        r = spec.resource(name)
+        rid = resource_id(toolbox, r)
+        table = _nat_route_table(toolbox, r, rid)
+        _a(
+            toolbox,
+            "ec2",
+            "CreateVpcEndpoint",
+            r.account,
+            VpcEndpointType="Gateway",
+            VpcId=table["VpcId"],
+            ServiceName=S3_SERVICE,
+            RouteTableIds=[table["RouteTableId"]],
+        )
+    return FinOpsSubmission(notes=f"routed S3 traffic of {len(spec.truth.waste)} subnets")
+
+
+def _budget(spec: FinOpsSpec, toolbox: Toolbox) -> FinOpsSubmission:
+    for want in spec.truth.budgets:
+        _a(toolbox, "budgets", "DeleteBudget", AccountId=MANAGEMENT_ACCOUNT, BudgetName=want.name)
+        _a(
+            toolbox,
+            "budgets",
+            "CreateBudget",
+            AccountId=MANAGEMENT_ACCOUNT,
+            Budget=budget_document(want),
+            NotificationsWithSubscribers=notifications_document(want),
+        )
     return FinOpsSubmission(cause=spec.truth.cause)
 
 
@@ -221,7 +333,7 @@ def _autoscaling(spec: FinOpsSpec, toolbox: Toolbox) -> FinOpsSubmission:
 
 def _tag(toolbox: Toolbox, r: Resource, rid: str, key: str, value: str) -> None:
     acct = r.account
-    if r.kind in ("instance", "volume", "snapshot", "address"):
+    if r.kind in ("instance", "volume", "snapshot", "address", "nat_gateway"):
         _a(toolbox, "ec2", "CreateTags", acct, Resources=[rid], Tags=[{"Key": key, "Value": value}])
     elif r.kind == "load_balancer":
         _a(
@@ -253,7 +365,7 @@ def _tag(toolbox: Toolbox, r: Resource, rid: str, key: str, value: str) -> None:
 
 
 def _allocation(spec: FinOpsSpec, toolbox: Toolbox) -> FinOpsSubmission:
-    from itbench_finops.scoring import OWNER_TAG
+    from itbench_finops.scoring import OWNER_TAG, allocate
 
     for name, owner in spec.truth.owners.items():
         r = spec.resource(name)
@@ -261,19 +373,30 @@ def _allocation(spec: FinOpsSpec, toolbox: Toolbox) -> FinOpsSubmission:
     rows = toolbox.call(
         "billing_query", group_by=["ResourceName", f"Tags.{OWNER_TAG}"], limit=100000
     )
-    alloc: dict[str, float] = {}
-    for row in rows:
-        owner = row[f"Tags.{OWNER_TAG}"] or spec.truth.owners.get(
-            row["ResourceName"], "unallocated"
-        )
-        alloc[owner] = alloc.get(owner, 0.0) + row["cost"]
-    return FinOpsSubmission(allocations={k: round(v, 2) for k, v in alloc.items()})
+    costs = [
+        {
+            "ResourceName": row["ResourceName"],
+            "Tags": json.dumps({OWNER_TAG: row[f"Tags.{OWNER_TAG}"]}),
+            "BilledCost": row["cost"],
+        }
+        for row in rows
+    ]
+    return FinOpsSubmission(allocations=allocate(costs, spec.truth.owners, spec.truth.shared))
 
 
 def _commitment(spec: FinOpsSpec, toolbox: Toolbox, task: TaskView) -> FinOpsSubmission:
+    if spec.truth.plan == "reserved":
+        recs = []
+        for name in spec.truth.waste:
+            r = spec.resource(name)
+            assert isinstance(r, Instance)
+            recs.append(
+                {"resource_id": resource_id(toolbox, r), "recommended_type": r.instance_type}
+            )
+        return FinOpsSubmission.model_validate({"recommendations": recs})
     rows = toolbox.call(
         "billing_query",
-        group_by=["ServiceName"],
+        group_by=["ServiceName", "ResourceName"],
         filters={"ServiceName": load_prices().service_name("ec2_compute")},
         granularity="hourly",
         limit=100000,
@@ -286,6 +409,7 @@ def _commitment(spec: FinOpsSpec, toolbox: Toolbox, task: TaskView) -> FinOpsSub
             "BilledCost": r["cost"],
         }
         for r in rows
+        if r["ResourceName"] not in spec.truth.exclude
     )
     start = datetime.fromisoformat(task.context["billing_export"]["period_start"]).replace(
         tzinfo=UTC

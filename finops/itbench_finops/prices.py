@@ -9,6 +9,17 @@ from typing import Any
 
 import yaml
 
+#: A gp3 volume's IOPS and throughput (MB/s) included in its GB price.
+GP3_IOPS = 3000
+GP3_THROUGHPUT = 125
+#: A gp2 volume's baseline IOPS per GB (at least 100, at most 16000).
+GP2_IOPS_PER_GB = 3
+
+
+def gp2_iops(size_gb: float) -> float:
+    """The baseline IOPS of a gp2 volume of ``size_gb``."""
+    return min(16000.0, max(100.0, GP2_IOPS_PER_GB * size_gb))
+
 
 @dataclass(frozen=True)
 class SizedPrice:
@@ -34,6 +45,11 @@ class PriceTable:
     def savings_plan_discount(self) -> float:
         """Discount of a one-year compute savings plan against on-demand."""
         return float(self.raw["savings_plan_discount"])
+
+    @property
+    def reserved_discount(self) -> float:
+        """Discount of a one-year reserved instance against on-demand."""
+        return float(self.raw["reserved_discount"])
 
     def _sized(self, table: str, name: str) -> SizedPrice:
         try:
@@ -79,14 +95,25 @@ class PriceTable:
         """Every priced RDS class."""
         return list(self.raw["rds"])
 
-    def volume_month(self, volume_type: str, size_gb: float, iops: int = 0) -> float:
-        """Monthly price of an EBS volume."""
+    def volume_month(
+        self, volume_type: str, size_gb: float, iops: float = 0, throughput: float = 0
+    ) -> float:
+        """Monthly price of an EBS volume: size, provisioned IOPS and gp3 throughput."""
         try:
             per_gb = float(self.raw["ebs_gb_month"][volume_type])
         except KeyError:
             raise KeyError(f"no EBS price for volume type {volume_type!r}") from None
-        extra = iops * float(self.raw["ebs_iops_month"]) if volume_type in ("io1", "io2") else 0.0
-        return per_gb * size_gb + extra
+        return per_gb * size_gb + self.volume_extras(volume_type, iops, throughput)
+
+    def volume_extras(self, volume_type: str, iops: float, throughput: float) -> float:
+        """Monthly price of a volume's provisioned IOPS and throughput beyond its baseline."""
+        if volume_type in ("io1", "io2"):
+            return iops * float(self.raw["ebs_iops_month"])
+        if volume_type == "gp3":
+            return max(0.0, iops - GP3_IOPS) * float(self.raw["ebs_gp3_iops_month"]) + max(
+                0.0, throughput - GP3_THROUGHPUT
+            ) * float(self.raw["ebs_gp3_throughput_month"])
+        return 0.0
 
     def snapshot_month(self, size_gb: float) -> float:
         """Monthly price of a snapshot of ``size_gb``."""
@@ -108,8 +135,33 @@ class PriceTable:
 
     @property
     def s3_month(self) -> float:
-        """Monthly price of one GB in S3 standard."""
-        return float(self.raw["s3_gb_month"])
+        """Monthly price of one GB in S3 Standard."""
+        return self.s3_class_month("STANDARD")
+
+    def s3_class_month(self, storage_class: str) -> float:
+        """Monthly price of one GB in an S3 storage class (an unknown one: Standard's)."""
+        table = self.raw["s3_gb_month"]
+        return float(table.get(storage_class, table["STANDARD"]))
+
+    @property
+    def s3_get(self) -> float:
+        """Price of one S3 GET request."""
+        return float(self.raw["s3_get_per_1000"]) / 1000
+
+    @property
+    def nat_hour(self) -> float:
+        """Hourly price of a NAT gateway."""
+        return float(self.raw["nat_gateway_hour"])
+
+    @property
+    def nat_gb(self) -> float:
+        """Price of one GB a NAT gateway processes."""
+        return float(self.raw["nat_gateway_gb"])
+
+    @property
+    def inter_az_gb(self) -> float:
+        """Price of one GB sent to another availability zone."""
+        return float(self.raw["data_transfer_inter_az_gb"])
 
     @property
     def transfer_gb(self) -> float:

@@ -20,12 +20,20 @@ def business_hour(t: datetime) -> bool:
 
 
 def series(
-    profile: Profile, end: datetime, days: int, seed: int, *, business_only: bool = False
+    profile: Profile,
+    end: datetime,
+    days: int,
+    seed: int,
+    *,
+    business_only: bool = False,
+    first: datetime | None = None,
+    last: datetime | None = None,
 ) -> list[tuple[datetime, float]]:
     """Hourly ``(timestamp, value)`` points of the ``days`` days before ``end``.
 
     The points have exactly ``profile.mean`` as mean and ``profile.peak`` as maximum; the most
-    recent ``profile.quiet_days`` days have no points.
+    recent ``profile.quiet_days`` days have no points, nor has any hour before ``first`` (the
+    resource did not exist) or from ``last`` on (it stopped).
 
     Args:
         profile: Mean, peak and quiet days.
@@ -33,14 +41,20 @@ def series(
         days: Length of the history.
         seed: Seed of the noise.
         business_only: Only weekday business hours carry points.
+        first: The resource's creation (no point before its next hour).
+        last: When the resource stopped (no point from its hour on).
     """
     rng = random.Random(seed)
     start = hour_floor(end) - timedelta(days=days)
-    last = hour_floor(end) - timedelta(days=profile.quiet_days)
+    if first is not None:
+        start = max(start, hour_floor(first) + timedelta(hours=1))
+    stop = hour_floor(end) - timedelta(days=profile.quiet_days)
+    if last is not None:
+        stop = min(stop, hour_floor(last))
     stamps: list[datetime] = []
     raw: list[float] = []
     t = start
-    while t < last:
+    while t < stop:
         if not business_only or business_hour(t):
             daily = math.sin(2 * math.pi * (t.hour - 9) / 24)
             weekly = 0.7 if t.weekday() >= 5 else 1.0

@@ -7,13 +7,13 @@ import typing
 from typing import Any
 
 from itbench_finops.families import FAMILIES
+from itbench_finops.harm import harm
 from itbench_finops.prices import load_prices
 from itbench_finops.scoring import (
     ALLOCATION_TOLERANCE,
     OWNER_TAG,
     RESOURCE_TYPES,
     TYPE_ALIASES,
-    harm,
 )
 from itbench_finops.server import MANAGEMENT_ACCOUNT, REGION
 from itbench_finops.spec import PRICED_FIELDS, Resource, Truth
@@ -62,6 +62,8 @@ def families() -> str:
             f"- Report (submission fields scored): {_code(rule.report)}.",
             f"- Passes when: {rule.passes}",
         ]
+        if rule.fix:
+            items.append(f"- One item is fixed when: {rule.fix}.")
         if rule.causes:
             items.append(
                 f"- Causes (`truth.cause` and the report's `cause`): {_code(rule.causes)}."

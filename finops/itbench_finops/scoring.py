@@ -1,28 +1,37 @@
-"""Deterministic scoring from the account's final state: diagnosis, savings, harm, proximity."""
+"""Deterministic scoring from the account's final state and the report.
+
+Every family counts what it asks for: the waste items fixed (:mod:`itbench_finops.fixes`),
+the diagnosis, the budget policy, the allocation or the commitment; any harm
+(:mod:`itbench_finops.harm`) fails the trial. Dollars (savings against the optimum) are
+reported beside, never instead.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+import json
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from itbench import Evaluation
-from itbench_finops.billing import item_cost, monthly_cost, quantity
+from itbench_finops.costs import monthly_cost
+from itbench_finops.fixes import outcomes, usage
+from itbench_finops.harm import harm, new_resources, state_problems
 from itbench_finops.optimum import (
     best_commitment,
     commitment_savings,
     hourly_compute,
     needed_capacity,
-    needed_vcpus,
-    rightsizing_target,
 )
-from itbench_finops.prices import PriceTable
 from itbench_finops.server import MANAGEMENT_ACCOUNT
-from itbench_finops.spec import AutoScalingGroup, Database, FinOpsSpec, FinOpsSubmission, Instance
-from itbench_finops.state import EXCESS, Item
+from itbench_finops.spec import AutoScalingGroup
+from itbench_finops.timeline import start_date as timeline_start
+from itbench_finops.trial import Trial
 
 #: Tag that names a resource's owner in the cost-allocation family.
 OWNER_TAG = "team"
+#: The allocation key of costs no team owns, when the conventions keep them apart.
+SHARED = "shared"
 #: The billing export's ResourceType of each kind of scenario resource.
 RESOURCE_TYPES = {
     "instance": "Instance",
@@ -32,6 +41,7 @@ RESOURCE_TYPES = {
     "load_balancer": "LoadBalancer",
     "database": "DBInstance",
     "bucket": "Bucket",
+    "nat_gateway": "NatGateway",
 }
 #: Other spellings accepted for a ResourceType (normalized: lower case, letters and digits).
 TYPE_ALIASES = {
@@ -42,190 +52,20 @@ TYPE_ALIASES = {
     "LoadBalancer": ("elb", "alb"),
     "DBInstance": ("database", "rdsinstance"),
     "Bucket": ("s3bucket",),
+    "NatGateway": ("nat", "natgw"),
 }
 #: Largest relative error of an allocated amount that still counts as right.
 ALLOCATION_TOLERANCE = 0.01
 #: Most entries of one list shown in a trial's details (the counts stay whole).
 DETAIL_LIMIT = 50
-
-
-@dataclass
-class Trial:
-    """Everything the scorer reads about one trial."""
-
-    spec: FinOpsSpec
-    prices: PriceTable
-    ids: dict[str, str]
-    initial: dict[str, Item]
-    final: dict[str, Item]
-    rows: list[dict[str, Any]]
-    period_start: datetime
-    submission: FinOpsSubmission | None
-    harms: list[str] = field(default_factory=list)
-    _problems: dict[str, str] | None = field(default=None, repr=False)
-
-
-def _instances_of(state: dict[str, Item], instance_id: str) -> list[str]:
-    return [
-        i.id
-        for i in state.values()
-        if i.kind == "volume" and i.attrs.get("instance") == instance_id
-    ]
-
-
-def removable_ids(t: Trial) -> set[str]:
-    """Ids the truth allows to remove: the waste and what hangs off it."""
-    out: set[str] = set()
-    for name in t.spec.truth.removable:
-        rid = t.ids[name]
-        out.add(rid)
-        item = t.initial.get(rid)
-        if item is not None and item.kind == "instance":
-            out.update(_instances_of(t.initial, rid))
-    return out
-
-
-def _label(item: Item) -> str:
-    return f"{item.kind} {item.id} ({item.name[:60]})"
-
-
-def state_problems(t: Trial) -> dict[str, str]:
-    """Resources of the final state that cannot be priced as they are, by id, with the reason.
-
-    A type, class or volume type the price table does not list, a size no real resource has,
-    and what AWS refuses but moto allows: a volume or a database's storage made smaller.
-    """
-    if t._problems is None:
-        out: dict[str, str] = {}
-        for item in t.final.values():
-            reasons = []
-            unpriced = item_cost(item, t.prices, t.spec).unpriced
-            if unpriced:
-                reasons.append(unpriced)
-            before = t.initial.get(item.id)
-            if before is not None and item.kind in ("volume", "database"):
-                key = "size" if item.kind == "volume" else "storage"
-                old, new = quantity(before.attrs.get(key)), quantity(item.attrs.get(key))
-                if old is not None and new is not None and new < old:
-                    reasons.append(
-                        f"had its {key} lowered from {old:g} to {new:g} GB (AWS refuses)"
-                    )
-            if reasons:
-                out[item.id] = "; ".join(reasons)
-        t._problems = out
-    return t._problems
-
-
-def managed_ids(t: Trial, state: dict[str, Item]) -> set[str]:
-    """Instances of ``state`` that a seeded Auto Scaling group runs, with their volumes.
-
-    Membership is the group's own instance list: a tag naming the group proves nothing.
-    """
-    seeded = {i.id for i in t.initial.values() if i.kind == "asg"}
-    out = {
-        m
-        for g in state.values()
-        if g.kind == "asg" and g.id in seeded
-        for m in g.attrs.get("members", [])
-    }
-    return out | {v for m in out for v in _instances_of(state, m)}
-
-
-def new_resources(t: Trial) -> list[tuple[Item, float]]:
-    """Billable resources the agent added (not run by a seeded group), with their monthly cost."""
-    managed = managed_ids(t, t.final)
-    out = []
-    for item in t.final.values():
-        if item.id in t.initial or item.id in managed or item.kind == EXCESS:
-            continue
-        cost = monthly_cost(item, t.prices, t.spec)
-        if cost > 0:
-            out.append((item, cost))
-    return out
-
-
-def harm(t: Trial) -> list[str]:
-    """What the agent broke or added: the harm that fails a trial.
-
-    In-use resources deleted, stopped, detached or downsized below their need; resources left
-    in a state the price table cannot price; billable resources added; a flooded account.
-    """
-    by_id = {rid: name for name, rid in t.ids.items()}
-    allowed = removable_ids(t)
-    managed = {i.id for i in t.initial.values() if i.kind == "instance" and i.attrs.get("group")}
-    managed |= {v for m in managed for v in _instances_of(t.initial, m)}
-    problems = state_problems(t)
-    out: list[str] = []
-    for item in t.initial.values():
-        if item.id in allowed or item.id in managed or item.kind == "budget":
-            continue
-        label = f"{item.kind} {item.id} ({item.name})"
-        after = t.final.get(item.id)
-        if after is None:
-            out.append(f"{label} deleted")
-            continue
-        a0, a1 = item.attrs, after.attrs
-        spec_r = t.spec.resource(by_id[item.id]) if item.id in by_id else None
-        if item.kind == "instance":
-            if a0["state"] == "running" and a1["state"] != "running":
-                out.append(f"{label} left {a1['state']}")
-            have = t.prices.find_sized("ec2", a1["type"])
-            if a1["type"] != a0["type"] and have is not None:
-                cpu = spec_r.cpu if isinstance(spec_r, Instance) else None
-                peak = cpu.peak if cpu else 100.0
-                need = needed_vcpus(
-                    t.prices.instance(a0["type"]).vcpu, peak, t.spec.truth.target_cpu
-                )
-                if have.vcpu < need - 1e-9:
-                    out.append(
-                        f"{label} downsized to {a1['type']} below its need of {need:.1f} vCPU"
-                    )
-        elif item.kind == "volume":
-            if a0.get("instance") and not a1.get("instance"):
-                out.append(f"{label} detached")
-        elif item.kind == "address":
-            if a0.get("instance") and a1.get("instance") != a0.get("instance"):
-                out.append(f"{label} disassociated")
-        elif item.kind == "load_balancer":
-            if a0["targets"] and a1["targets"] < a0["targets"]:
-                out.append(f"{label} lost registered targets")
-        elif item.kind == "database":
-            if a0["state"] == "available" and a1["state"] != "available":
-                out.append(f"{label} left {a1['state']}")
-            have = t.prices.find_sized("rds", a1["class"])
-            if a1["class"] != a0["class"] and have is not None:
-                cpu = spec_r.cpu if isinstance(spec_r, Database) else None
-                peak = cpu.peak if cpu else 100.0
-                need = needed_vcpus(
-                    t.prices.database(a0["class"]).vcpu, peak, t.spec.truth.target_cpu
-                )
-                if have.vcpu < need - 1e-9:
-                    out.append(f"{label} downsized to {a1['class']} below its need")
-        elif item.kind == "asg" and isinstance(spec_r, AutoScalingGroup):
-            need = needed_capacity(t.prices, spec_r, t.spec.truth.target_cpu)
-            if a1["desired"] < need or a1["max"] < need:
-                out.append(
-                    f"{label} capacity desired={a1['desired']} max={a1['max']} below the "
-                    f"recorded peak's need of {need}"
-                )
-    for rid, reason in problems.items():
-        added = "" if rid in t.initial else " added, and"
-        out.append(f"{_label(t.final[rid])}{added} {reason}: unpriced")
-    for item, cost in new_resources(t):
-        if item.id not in problems:
-            out.append(f"{_label(item)} added: unexpected spend of {cost:.2f} USD a month")
-    for item in t.final.values():
-        if item.kind == EXCESS:
-            out.append(
-                f"account {item.account} holds more than {item.attrs['limit']} "
-                f"{item.attrs['of']} resources: the rest was not read"
-            )
-    return out
+#: Days a reported start date may be off.
+START_TOLERANCE_DAYS = 1
 
 
 def savings(t: Trial) -> tuple[float, float]:
     """Monthly savings achieved (whole account) and the optimal monthly savings."""
-    before = sum(monthly_cost(i, t.prices, t.spec) for i in t.initial.values())
+    priced = usage(t, t.initial)
+    before = sum(monthly_cost(i, t.prices, priced) for i in t.initial.values())
     return before - final_cost(t), optimal_savings(t)
 
 
@@ -235,12 +75,13 @@ def final_cost(t: Trial) -> float:
     Nothing is saved by putting a resource in a state the price table cannot price.
     """
     problems = state_problems(t)
+    now, then = usage(t, t.final), usage(t, t.initial)
     total = 0.0
     for item in t.final.values():
-        cost = monthly_cost(item, t.prices, t.spec)
+        cost = monthly_cost(item, t.prices, now)
         before = t.initial.get(item.id)
         if item.id in problems and before is not None:
-            cost = max(cost, monthly_cost(before, t.prices, t.spec))
+            cost = max(cost, monthly_cost(before, t.prices, then))
         total += cost
     return total
 
@@ -248,39 +89,34 @@ def final_cost(t: Trial) -> float:
 def optimal_savings(t: Trial) -> float:
     """Monthly savings of the ideal remediation."""
     s = t.spec
-    h = t.prices.hours_per_month
-    if s.family == "idle":
-        allowed = removable_ids(t)
-        return sum(monthly_cost(t.initial[i], t.prices, s) for i in allowed if i in t.initial)
-    if s.family == "rightsizing":
-        total = 0.0
-        for name in s.truth.targets:
-            inst = s.resource(name)
-            assert isinstance(inst, Instance)
-            best, _ = rightsizing_target(t.prices, inst, s.truth.target_cpu)
-            total += (
-                t.prices.instance(inst.instance_type).hourly - t.prices.instance(best).hourly
-            ) * h
-        return total
     if s.family == "autoscaling" and s.truth.group:
         g = s.resource(s.truth.group)
         assert isinstance(g, AutoScalingGroup)
         need = needed_capacity(t.prices, g, s.truth.target_cpu)
+        h = t.prices.hours_per_month
         return max(0, g.desired - need) * t.prices.instance(g.instance_type).hourly * h
-    return 0.0
+    return sum(o.saving for o in t.items)
 
 
 def _fraction(achieved: float, optimal: float) -> float | None:
     return round(achieved / optimal, 4) if optimal > 0 else None
 
 
+def _capped(entries: list[str]) -> list[str]:
+    """The first :data:`DETAIL_LIMIT` entries, and how many more there are."""
+    if len(entries) <= DETAIL_LIMIT:
+        return list(entries)
+    return [*entries[:DETAIL_LIMIT], f"... and {len(entries) - DETAIL_LIMIT} more"]
+
+
 def evaluate(t: Trial) -> Evaluation:
     """Score one trial."""
-    t.harms = harm(t)
     s = t.spec
     sub = t.submission
-    metrics: dict[str, Any] = {"harm_count": len(t.harms), "submitted": sub is not None}
-    details: dict[str, Any] = {"harm": t.harms}
+    t.items = items = outcomes(t)
+    t.harms = harm(t) + t.unsafe
+    metrics: dict[str, Any] = {"submitted": sub is not None}
+    details: dict[str, Any] = {}
     achieved, optimal = savings(t)
     metrics["savings_monthly"] = round(achieved, 2)
     metrics["optimal_savings_monthly"] = round(optimal, 2)
@@ -290,10 +126,19 @@ def evaluate(t: Trial) -> Evaluation:
     metrics["unpriced_resources"] = len(state_problems(t))
     if added:
         details["new_resources"] = _capped([i.id for i, _ in added])
+    if items:
+        fixed = [o for o in items if o.fixed]
+        metrics["items_total"] = len(items)
+        metrics["items_fixed"] = len(fixed)
+        metrics["fixed_fraction"] = round(len(fixed) / len(items), 4)
+        details["items_missing"] = _capped([o.why for o in items if not o.fixed])
     ok = {
-        "anomaly": _anomaly,
-        "idle": _idle,
+        "anomaly": _diagnosis,
+        "forecast": _diagnosis,
+        "idle": _all_fixed,
         "rightsizing": _rightsizing,
+        "storage": _all_fixed,
+        "transfer": _all_fixed,
         "budget": _budget,
         "autoscaling": _autoscaling,
         "allocation": _allocation,
@@ -305,44 +150,37 @@ def evaluate(t: Trial) -> Evaluation:
     elif sub is not None and sub.incident is False:
         ok = False
         details["reason"] = "reported no incident"
-    passed = bool(ok) and not t.harms
+    metrics["harm_count"] = len(t.harms)
     metrics["harm_free"] = not t.harms
     details["harm"] = _capped(t.harms)
-    return Evaluation(passed=passed, metrics=metrics, details=details)
+    return Evaluation(passed=bool(ok) and not t.harms, metrics=metrics, details=details)
 
 
-def _capped(entries: list[str]) -> list[str]:
-    """The first :data:`DETAIL_LIMIT` entries, and how many more there are."""
-    if len(entries) <= DETAIL_LIMIT:
-        return list(entries)
-    return [*entries[:DETAIL_LIMIT], f"... and {len(entries) - DETAIL_LIMIT} more"]
+def _all_fixed(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:
+    return bool(t.items) and all(o.fixed for o in t.items)
 
 
-def _anomaly(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:
-    truth, sub = t.spec.truth, t.submission
-    want_account = truth.account or MANAGEMENT_ACCOUNT
-    want_id = t.ids.get(truth.resource or "", "")
-    want_type = (
-        RESOURCE_TYPES.get(t.spec.resource(truth.resource).kind, "") if truth.resource else ""
-    )
-    got_service = t.prices.service_key(sub.service) if sub and sub.service else None
-    checks = {
-        "diagnosis_account": bool(sub and sub.account_id == want_account),
-        "diagnosis_service": got_service == truth.service,
-        "diagnosis_resource": bool(sub and sub.resource_id == want_id),
-        "diagnosis_resource_type": _same_type(sub.resource_type if sub else None, want_type),
-        "diagnosis_cause": bool(sub and (sub.cause or "").strip().lower() == truth.cause),
-    }
-    metrics.update(checks)
-    metrics["diagnosis"] = all(checks.values())
-    details["expected"] = {
-        "account": want_account,
-        "service": truth.service,
-        "resource": want_id,
-        "resource_type": want_type,
-        "cause": truth.cause,
-    }
-    return all(checks.values())
+def _rightsizing(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:
+    ok = _all_fixed(t, metrics, details)
+    proximities = [p["proximity"] for p in t.proximity.values()]
+    metrics["proximity"] = round(sum(proximities) / len(proximities), 4) if proximities else None
+    details["targets"] = t.proximity
+    if t.unsafe:
+        details["unsafe_recommendations"] = list(t.unsafe)
+    if t.spec.truth.mode == "recommend":
+        return ok and _only_waste_recommended(t, details)
+    return ok
+
+
+def _only_waste_recommended(t: Trial, details: dict[str, Any]) -> bool:
+    """No recommendation names a resource outside the waste (a look-alike must stay)."""
+    if t.submission is None:
+        return True
+    waste = {t.ids[n] for n in t.spec.truth.waste if n in t.ids}
+    extra = sorted({r.resource_id for r in t.submission.recommendations} - waste)
+    if extra:
+        details["unwanted_recommendations"] = _capped(extra)
+    return not extra
 
 
 def _same_type(got: str | None, want: str) -> bool:
@@ -354,104 +192,94 @@ def _same_type(got: str | None, want: str) -> bool:
     return bool(got) and bool(want) and norm(got or "") in {norm(want), *TYPE_ALIASES.get(want, ())}
 
 
-def _idle(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:
-    allowed = removable_ids(t)
-    left = sorted(i for i in allowed if i in t.final and _still_paying(t, i))
-    metrics["waste_remaining"] = len(left)
-    details["waste_remaining"] = left
-    frac = metrics["savings_fraction"]
-    return frac is not None and frac >= t.spec.truth.pass_fraction
+def start_date(t: Trial) -> date | None:
+    """The day the root cause's cost change began, by the trial's timeline."""
+    name = t.spec.truth.resource
+    return timeline_start(t.spec, t.period_end, name) if name else None
 
 
-def _still_paying(t: Trial, rid: str) -> bool:
-    item = t.final[rid]
-    return not (
-        item.kind in ("instance",)
-        and item.attrs["state"] != "running"
-        and not _instances_of(t.final, rid)
+def _diagnosis(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:
+    truth, sub = t.spec.truth, t.submission
+    want_account = truth.account or MANAGEMENT_ACCOUNT
+    want_id = t.ids.get(truth.resource or "", "")
+    want_type = (
+        RESOURCE_TYPES.get(t.spec.resource(truth.resource).kind, "") if truth.resource else ""
     )
+    want_start = start_date(t)
+    got_service = t.prices.service_key(sub.service) if sub and sub.service else None
+    got_start = sub.start_date if sub else None
+    checks = {
+        "diagnosis_account": bool(sub and sub.account_id == want_account),
+        "diagnosis_service": got_service == truth.service,
+        "diagnosis_resource": bool(sub and sub.resource_id == want_id),
+        "diagnosis_resource_type": _same_type(sub.resource_type if sub else None, want_type),
+        "diagnosis_cause": bool(sub and (sub.cause or "").strip().lower() == truth.cause),
+        "diagnosis_start": (
+            got_start is not None
+            and want_start is not None
+            and abs((got_start - want_start).days) <= START_TOLERANCE_DAYS
+        ),
+    }
+    metrics.update(checks)
+    metrics["diagnosis"] = all(checks.values())
+    details["expected"] = {
+        "account": want_account,
+        "service": truth.service,
+        "resource": want_id,
+        "resource_type": want_type,
+        "cause": truth.cause,
+        "start_date": want_start.isoformat() if want_start else None,
+    }
+    return all(checks.values())
 
 
-def _rightsizing(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:
-    s, sub = t.spec, t.submission
-    recs = {r.resource_id: r.recommended_type for r in (sub.recommendations if sub else [])}
-    proximities = []
-    per: dict[str, Any] = {}
-    unsafe = []
-    for name in s.truth.targets:
-        inst = s.resource(name)
-        assert isinstance(inst, Instance)
-        rid = t.ids[name]
-        best, need = rightsizing_target(t.prices, inst, s.truth.target_cpu)
-        if s.truth.mode == "recommend":
-            chosen = recs.get(rid)
-        else:
-            item = t.final.get(rid)
-            chosen = item.attrs["type"] if item else None
-        if chosen is None:
-            prox = 0.0
-        else:
-            try:
-                price = t.prices.instance(chosen)
-            except KeyError:
-                prox, price = 0.0, None
-            if price is not None:
-                opt = t.prices.instance(best).hourly
-                prox = max(0.0, 1 - abs(price.hourly - opt) / opt)
-                if price.vcpu < need - 1e-9:
-                    unsafe.append(f"{rid}: {chosen} has {price.vcpu} vCPU, needs {need:.1f}")
-                    prox = 0.0
-        proximities.append(prox)
-        per[rid] = {"chosen": chosen, "optimal": best, "proximity": round(prox, 4)}
-    metrics["proximity"] = round(sum(proximities) / len(proximities), 4) if proximities else None
-    details["targets"] = per
-    if unsafe:
-        details["unsafe_recommendations"] = unsafe
-        metrics["harm_count"] += len(unsafe)
-        t.harms.extend(unsafe)
-    return bool(proximities) and min(proximities) >= s.truth.pass_fraction
-
-
-def _budget(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:
-    want = t.spec.truth.budget
-    if want is None:
-        return False
-    got = t.final.get(f"budget:{want.name}")
-    expected_notes = sorted(
+def _notes(notes: Any) -> list[tuple[Any, ...]]:
+    # Sorted by their text: agent-made notifications may hold values of any type.
+    return sorted(
         (
             (
-                n.notification_type,
-                n.comparison,
-                float(n.threshold),
-                n.threshold_type,
-                tuple(sorted(n.subscribers)),
+                n["notification_type"],
+                n["comparison"],
+                n["threshold"],
+                n["threshold_type"],
+                tuple(sorted(n["subscribers"])),
             )
-            for n in want.notifications
+            for n in notes
         ),
         key=repr,
     )
-    fixed = False
-    if got is not None:
-        # Sorted by their text: agent-made notifications may hold values of any type.
-        notes = sorted(
-            (
-                (
-                    n["notification_type"],
-                    n["comparison"],
-                    n["threshold"],
-                    n["threshold_type"],
-                    tuple(n["subscribers"]),
-                )
-                for n in got.attrs["notifications"]
-            ),
-            key=repr,
+
+
+def _budget(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:
+    from itbench_finops.seed import budget_document
+
+    fixed = bool(t.spec.truth.budgets)
+    finals = {}
+    for want in t.spec.truth.budgets:
+        got = t.final.get(f"budget:{want.name}")
+        expected_notes = _notes(
+            {
+                "notification_type": n.notification_type,
+                "comparison": n.comparison,
+                "threshold": float(n.threshold),
+                "threshold_type": n.threshold_type,
+                "subscribers": n.subscribers,
+            }
+            for n in want.notifications
         )
-        fixed = (
-            abs(got.attrs["amount"] - want.amount) < 0.005
+        raw_filters = budget_document(want).get("CostFilters", {})
+        want_filters = {k: sorted(v) for k, v in raw_filters.items()}
+        ok = (
+            got is not None
+            and abs(got.attrs["amount"] - want.amount) < 0.005
             and got.attrs["time_unit"] == want.time_unit
-            and notes == expected_notes
+            and got.attrs.get("filters", {}) == want_filters
+            and _notes(got.attrs["notifications"]) == expected_notes
         )
-        details["final_budget"] = got.attrs
+        fixed = fixed and ok
+        if got is not None:
+            finals[want.name] = got.attrs
+    details["final_budgets"] = finals
     sub = t.submission
     cause_ok = t.spec.truth.cause is None or bool(
         sub and (sub.cause or "").strip().lower() == t.spec.truth.cause
@@ -479,23 +307,35 @@ def _autoscaling(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> 
     return frac is not None and frac >= s.truth.pass_fraction and got.attrs["min"] <= need
 
 
-def owner_of_row(t: Trial, row: dict[str, Any]) -> str:
-    """Owner of a billing row by the allocation rules (its tag, else the truth's owner)."""
-    import json
+def allocate(
+    rows: Iterable[dict[str, Any]], owners: dict[str, str], shared: str
+) -> dict[str, float]:
+    """Cost per owner of billing rows (``Tags``, ``ResourceName``, ``BilledCost``).
 
-    tags = json.loads(row["Tags"]) if row["Tags"] else {}
-    if tags.get(OWNER_TAG):
-        return str(tags[OWNER_TAG])
-    return t.spec.truth.owners.get(row["ResourceName"], "unallocated")
+    A row's owner is its ``team`` tag, else ``owners`` by resource name; what no team owns is
+    kept apart as :data:`SHARED` (``shared: none``), or split evenly between the teams, or in
+    proportion to each team's own cost.
+    """
+    out: dict[str, float] = {}
+    for row in rows:
+        tags = json.loads(row["Tags"]) if row["Tags"] else {}
+        owner = str(tags.get(OWNER_TAG) or owners.get(row["ResourceName"], SHARED))
+        out[owner] = out.get(owner, 0.0) + row["BilledCost"]
+    rest = out.pop(SHARED, 0.0)
+    if shared == "none" or not out:
+        if rest:
+            out[SHARED] = rest
+    elif shared == "even":
+        out = {k: v + rest / len(out) for k, v in out.items()}
+    else:
+        total = sum(out.values())
+        out = {k: v + rest * v / total for k, v in out.items()}
+    return {k: round(v, 2) for k, v in out.items()}
 
 
 def expected_allocation(t: Trial) -> dict[str, float]:
-    """Cost per owner over the export's period."""
-    out: dict[str, float] = {}
-    for row in t.rows:
-        o = owner_of_row(t, row)
-        out[o] = out.get(o, 0.0) + row["BilledCost"]
-    return {k: round(v, 2) for k, v in out.items()}
+    """Cost per owner over the export's period, shared costs split as the truth says."""
+    return allocate(t.rows, t.spec.truth.owners, t.spec.truth.shared)
 
 
 def _allocation(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:
@@ -534,21 +374,24 @@ def period_hours(t: Trial) -> list[str]:
 
 
 def commitment_optimum(t: Trial) -> tuple[list[float], float, float]:
-    """Hourly compute usage, the best commitment and its savings."""
-    usage_by_hour = hourly_compute(t.rows)
-    usage = [usage_by_hour.get(h, 0.0) for h in period_hours(t)]
-    best, best_savings = best_commitment(usage, t.prices.savings_plan_discount)
-    return usage, best, best_savings
+    """Hourly compute usage (without the excluded instances), the best commitment, its savings."""
+    excluded = set(t.spec.truth.exclude)
+    usage_by_hour = hourly_compute(r for r in t.rows if r["ResourceName"] not in excluded)
+    hourly = [usage_by_hour.get(h, 0.0) for h in period_hours(t)]
+    best, best_savings = best_commitment(hourly, t.prices.savings_plan_discount)
+    return hourly, best, best_savings
 
 
 def _commitment(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:
-    usage, best, best_savings = commitment_optimum(t)
+    if t.spec.truth.plan == "reserved":
+        return _all_fixed(t, metrics, details) and _only_waste_recommended(t, details)
+    hourly, best, best_savings = commitment_optimum(t)
     sub = t.submission
     details["optimal_commitment_hourly"] = round(best, 4)
     if sub is None or sub.commitment_hourly is None:
         metrics["commitment_savings_fraction"] = 0.0
         return False
-    got = commitment_savings(usage, sub.commitment_hourly, t.prices.savings_plan_discount)
+    got = commitment_savings(hourly, sub.commitment_hourly, t.prices.savings_plan_discount)
     frac = got / best_savings if best_savings > 0 else 0.0
     metrics["commitment_savings_fraction"] = round(frac, 4)
     metrics["proximity"] = (

@@ -27,7 +27,6 @@ READ_LIMIT = 500
 EXCESS = "excess"
 #: Billable EC2 resources outside the price table: kind, listing, its key, the id field.
 NETWORK_KINDS = (
-    ("nat_gateway", "describe_nat_gateways", "NatGateways", "NatGatewayId"),
     ("transit_gateway", "describe_transit_gateways", "TransitGateways", "TransitGatewayId"),
     ("vpn_connection", "describe_vpn_connections", "VpnConnections", "VpnConnectionId"),
     ("vpc_endpoint", "describe_vpc_endpoints", "VpcEndpoints", "VpcEndpointId"),
@@ -41,8 +40,9 @@ class Item:
 
     Attributes:
         kind: instance, volume, snapshot, address, load_balancer, database, db_cluster,
-            bucket, asg, budget, one of :data:`NETWORK_KINDS`, or ``excess`` (more resources
-            of ``attrs["of"]`` than the reader reads).
+            bucket, asg, budget, nat_gateway, gateway_endpoint, route_table, one of
+            :data:`NETWORK_KINDS`, or ``excess`` (more resources of ``attrs["of"]`` than the
+            reader reads).
         id: Resource id (instance id, volume id, ARN, identifier, bucket name, ...).
         name: Name tag (or identifier when there is none).
         account: Owning account id.
@@ -116,17 +116,79 @@ class _Reader:
         return self.items
 
     def network(self) -> None:
-        """Billable EC2 resources the scenarios never hold and the price table does not price."""
+        """Billable EC2 resources the scenarios never hold and the price table does not price.
+
+        A gateway endpoint is free: it is read as a ``gateway_endpoint`` (with its service and
+        route tables), the other endpoints as unpriced ``vpc_endpoint``.
+        """
         for kind, operation, key, ident in NETWORK_KINDS:
             for r in self.listing("ec2", operation, key, kind):
                 state = str(r.get("State") or r.get("state") or "")
-                if state in ("deleted", "deleting", "failed", "released", "rejected"):
+                if state.lower() in ("deleted", "deleting", "failed", "released", "rejected"):
                     continue
-                if kind == "vpc_endpoint" and r.get("VpcEndpointType") == "Gateway":
-                    continue  # gateway endpoints are free
                 rid = str(r.get(ident, ""))
                 tags = _tagmap(r.get("Tags"))
-                self.add(kind, rid, tags.get("Name", rid), {"state": state}, r.get("Tags"))
+                attrs: dict[str, Any] = {"state": state}
+                if kind == "vpc_endpoint" and r.get("VpcEndpointType") == "Gateway":
+                    kind_of = "gateway_endpoint"
+                    attrs.update(
+                        service=str(r.get("ServiceName") or ""),
+                        vpc=str(r.get("VpcId") or ""),
+                        route_tables=sorted(str(t) for t in r.get("RouteTableIds") or []),
+                    )
+                else:
+                    kind_of = kind
+                self.add(kind_of, rid, tags.get("Name", rid), attrs, r.get("Tags"))
+
+    def nat_gateways(self) -> None:
+        for n in self.listing("ec2", "describe_nat_gateways", "NatGateways", "nat_gateway"):
+            state = str(n.get("State") or "")
+            if state in ("deleted", "deleting", "failed"):
+                continue
+            rid = str(n.get("NatGatewayId", ""))
+            tags = _tagmap(n.get("Tags"))
+            self.add(
+                "nat_gateway",
+                rid,
+                tags.get("Name", rid),
+                {
+                    "state": state,
+                    "vpc": str(n.get("VpcId") or ""),
+                    "allocations": sorted(
+                        str(a.get("AllocationId"))
+                        for a in n.get("NatGatewayAddresses") or []
+                        if a.get("AllocationId")
+                    ),
+                },
+                n.get("Tags"),
+            )
+
+    def route_tables(self) -> None:
+        for t in self.listing("ec2", "describe_route_tables", "RouteTables", "route_table"):
+            rid = str(t.get("RouteTableId", ""))
+            tags = _tagmap(t.get("Tags"))
+            routes = sorted(
+                (
+                    str(r.get("DestinationCidrBlock") or r.get("DestinationPrefixListId") or ""),
+                    str(r.get("NatGatewayId") or r.get("GatewayId") or r.get("InstanceId") or ""),
+                )
+                for r in t.get("Routes") or []
+            )
+            self.add(
+                "route_table",
+                rid,
+                tags.get("Name", rid),
+                {
+                    "vpc": str(t.get("VpcId") or ""),
+                    "routes": [list(r) for r in routes],
+                    "subnets": sorted(
+                        str(a.get("SubnetId"))
+                        for a in t.get("Associations") or []
+                        if a.get("SubnetId")
+                    ),
+                },
+                t.get("Tags"),
+            )
 
     def clusters(self) -> None:
         for c in self.listing("rds", "describe_db_clusters", "DBClusters", "db_cluster"):
@@ -186,6 +248,7 @@ class _Reader:
                     "size": v.get("Size", 0),
                     "volume_type": str(v.get("VolumeType", "")),
                     "iops": v.get("Iops", 0) or 0,
+                    "throughput": v.get("Throughput", 0) or 0,
                     "instance": attached[0] if attached else None,
                 },
                 v.get("Tags"),
@@ -223,7 +286,11 @@ class _Reader:
                 "address",
                 rid,
                 tags.get("Name", rid),
-                {"instance": a.get("InstanceId") or None, "ip": a.get("PublicIp")},
+                {
+                    "instance": a.get("InstanceId") or None,
+                    "eni": a.get("NetworkInterfaceId") or None,
+                    "ip": a.get("PublicIp"),
+                },
                 a.get("Tags"),
             )
 
@@ -303,11 +370,23 @@ class _Reader:
     def buckets(self) -> None:
         s3 = self.client("s3")
         for b in self.listing("s3", "list_buckets", "Buckets", "bucket"):
+            name = b["Name"]
             try:
-                tags: Any = s3.get_bucket_tagging(Bucket=b["Name"])["TagSet"]
+                tags: Any = s3.get_bucket_tagging(Bucket=name)["TagSet"]
             except Exception:  # a bucket without tags answers NoSuchTagSet
                 tags = []
-            self.add("bucket", b["Name"], b["Name"], {}, tags)
+            try:
+                rules: Any = s3.get_bucket_lifecycle_configuration(Bucket=name)["Rules"]
+            except Exception:  # a bucket without rules answers NoSuchLifecycleConfiguration
+                rules = []
+            versioning = s3.get_bucket_versioning(Bucket=name).get("Status") or ""
+            self.add(
+                "bucket",
+                name,
+                name,
+                {"lifecycle": lifecycle_of(rules), "versioning": str(versioning)},
+                tags,
+            )
 
     def groups(self) -> None:
         for g in self.listing(
@@ -336,6 +415,8 @@ class _Reader:
 
 #: The reader's parts of one account, read concurrently (each one reads its own listings).
 PARTS = (
+    "nat_gateways",
+    "route_tables",
     "instances",
     "volumes",
     "snapshots",
@@ -363,7 +444,7 @@ def read_state(clients: Clients, accounts: list[str]) -> dict[str, Item]:
         for account in dict.fromkeys([MANAGEMENT_ACCOUNT, *accounts])
         for part in PARTS
     ]
-    tasks.append(functools.partial(_budgets, clients))
+    tasks.append(functools.partial(budgets_of, clients))
     items: dict[str, Item] = {}
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         for part in [pool.submit(task) for task in tasks]:
@@ -380,6 +461,64 @@ def _amount(budget: dict[str, Any]) -> float:
         return float("nan")
 
 
+def _filters(budget: dict[str, Any]) -> dict[str, list[str]]:
+    """The budget's cost filters, each with its sorted values (agent-made ones as text)."""
+    raw = budget.get("CostFilters")
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        str(k): sorted(str(v) for v in (vs if isinstance(vs, list) else [vs]))
+        for k, vs in raw.items()
+    }
+
+
+def lifecycle_of(rules: Any) -> list[dict[str, Any]]:
+    """The enabled lifecycle rules of a bucket, reduced to what the scorer judges.
+
+    Each: ``prefix`` (the rule's filter, "" for the whole bucket; ``None`` when it filters on
+    anything else), ``transitions`` (storage class -> days), ``expiration_days``,
+    ``noncurrent_days`` and ``abort_days``; values an agent left malformed read as None.
+    """
+    out = []
+    for r in rules if isinstance(rules, list) else []:
+        if not isinstance(r, dict) or r.get("Status") != "Enabled":
+            continue
+        flt = r.get("Filter")
+        if isinstance(flt, dict) and set(flt) - {"Prefix"}:
+            prefix: str | None = None
+        elif isinstance(flt, dict):
+            prefix = str(flt.get("Prefix") or "")
+        else:
+            prefix = str(r.get("Prefix") or "")
+        transitions = {
+            str(t.get("StorageClass")): _int(t.get("Days"))
+            for t in r.get("Transitions") or []
+            if isinstance(t, dict)
+        }
+        expiration = r.get("Expiration") or {}
+        noncurrent = r.get("NoncurrentVersionExpiration") or {}
+        abort = r.get("AbortIncompleteMultipartUpload") or {}
+        out.append(
+            {
+                "prefix": prefix,
+                "transitions": transitions,
+                "expiration_days": _int(expiration.get("Days")) if expiration else None,
+                "expires": bool(expiration),
+                "noncurrent_days": _int(noncurrent.get("NoncurrentDays")) if noncurrent else None,
+                "abort_days": _int(abort.get("DaysAfterInitiation")) if abort else None,
+            }
+        )
+    return out
+
+
+def _int(value: Any) -> int | None:
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if number >= 0 else None
+
+
 def _threshold(note: dict[str, Any]) -> float:
     try:
         return float(note["Threshold"])
@@ -387,7 +526,7 @@ def _threshold(note: dict[str, Any]) -> float:
         return float("nan")
 
 
-def _budgets(clients: Clients) -> list[Item]:
+def budgets_of(clients: Clients) -> list[Item]:
     """Every budget of the main account.
 
     The endpoint's ``UpdateBudget`` and ``UpdateNotification`` store what the caller sent, so
@@ -419,6 +558,7 @@ def _budgets(clients: Clients) -> list[Item]:
                 {
                     "amount": _amount(b),
                     "time_unit": b.get("TimeUnit"),
+                    "filters": _filters(b),
                     "notifications": [
                         {
                             "notification_type": n.get("NotificationType"),

@@ -27,6 +27,11 @@ _GROUPABLE = (
     "ResourceType",
     "SkuId",
     "RegionId",
+    "AvailabilityZone",
+    "ChargeCategory",
+    "PricingCategory",
+    "CommitmentDiscountId",
+    "CommitmentDiscountType",
 )
 
 

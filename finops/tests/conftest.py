@@ -3,9 +3,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from itbench_finops.domain import FinOpsDomain
+from itbench_finops.draw import concrete
 from itbench_finops.environment import FinOpsEnvironment
 from itbench_finops.spec import FinOpsSpec
 
@@ -29,6 +31,18 @@ def domain() -> FinOpsDomain:
 @pytest.fixture(scope="session")
 def catalog(domain: FinOpsDomain) -> Catalog:
     return testing.load_catalog(domain, CATALOG)
+
+
+def concrete_spec(
+    catalog: Catalog,
+    sid: str,
+    forms: dict[str, str] | None = None,
+    settings: dict[str, Any] | None = None,
+) -> FinOpsSpec:
+    """A catalog scenario made concrete with the given forms and settings (see ``concrete``)."""
+    spec = catalog.scenarios[sid]
+    assert isinstance(spec, FinOpsSpec)
+    return concrete(spec, forms, settings)
 
 
 @contextmanager

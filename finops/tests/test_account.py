@@ -12,13 +12,13 @@ import statistics
 import subprocess
 import sys
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from itbench_finops.domain import FinOpsDomain
-from itbench_finops.spec import FinOpsSpec, FinOpsSubmission
+from itbench_finops.spec import FinOpsSubmission
 
 from itbench.catalog import Catalog
 from itbench.errors import ToolError
@@ -26,7 +26,7 @@ from itbench.process import port_open
 from itbench.testing import free_port, live_processes
 from itbench.tools import Toolbox
 
-from .conftest import live, toolbox_and_task
+from .conftest import concrete_spec, live, toolbox_and_task
 from .test_models import telltales
 
 
@@ -40,16 +40,22 @@ def _aws_cli() -> list[str]:
     return [found]
 
 
-def _cli(env_ctx: dict[str, Any], *args: str, flag: bool = True) -> Any:
+def _cli(env_ctx: dict[str, Any], *args: str, flag: bool = True, account: str | None = None) -> Any:
     """Run the AWS CLI configured by the task context alone.
 
     Args:
         env_ctx: The task context.
         args: The CLI's arguments.
         flag: Pass ``--endpoint-url`` (the CLI's rds commands ignore ``AWS_ENDPOINT_URL``).
+        account: Use this member account's keys (default: the management account's).
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(env_ctx["environment_variables"])
+    if account is not None:
+        keys = next(a for a in env_ctx["accounts"] if a["account_id"] == account)
+        env.update(
+            AWS_ACCESS_KEY_ID=keys["access_key_id"], AWS_SECRET_ACCESS_KEY=keys["secret_access_key"]
+        )
     env.update(AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null")
     endpoint = ["--endpoint-url", env_ctx["endpoint_url"]] if flag else []
     out = subprocess.run(
@@ -110,32 +116,108 @@ def delete_everything(toolbox: Toolbox) -> None:
         )
 
 
-def test_cli_billing_harm_and_teardown(
+#: idle-orphans with look-alikes of every kind: a standby, an open ticket, a stale snapshot.
+ORPHAN_FORMS = {
+    "batch-07": "standby",
+    "scratch-3": "old",
+    "restore-tmp": "ticket_open",
+    "ip-web-2": "loose",
+    "backup-2024": "old",
+    "lb-api": "empty",
+    "reporting-db": "silent",
+}
+
+
+def _cells(rows: list[dict[str, Any]], key: str) -> dict[tuple[str, str], float]:
+    out: dict[tuple[str, str], float] = defaultdict(float)
+    for r in rows:
+        value = json.loads(r["Tags"]).get("team", "") if key == "Tags" else r[key]
+        out[(r["ChargePeriodStart"][:10], value)] += float(r["BilledCost"])
+    return out
+
+
+def _ce(
+    context: dict[str, Any], group: str, account: str | None = None
+) -> dict[tuple[str, str], float]:
+    """Daily UnblendedCost of the billing period from the real CLI's ``ce get-cost-and-usage``."""
+    period = context["billing_export"]
+    out = _cli(
+        context,
+        "ce",
+        "get-cost-and-usage",
+        "--time-period",
+        f"Start={period['period_start']},End={period['period_end']}",
+        "--granularity",
+        "DAILY",
+        "--metrics",
+        "UnblendedCost",
+        "--group-by",
+        group,
+        account=account,
+    )
+    assert (
+        len(out["ResultsByTime"])
+        == (
+            date.fromisoformat(period["period_end"]) - date.fromisoformat(period["period_start"])
+        ).days
+    )
+    return {
+        (day["TimePeriod"]["Start"], g["Keys"][0].removeprefix("team$")): float(
+            g["Metrics"]["UnblendedCost"]["Amount"]
+        )
+        for day in out["ResultsByTime"]
+        for g in day["Groups"]
+    }
+
+
+def test_cli_times_billing_cost_explorer_pricing_harm_and_teardown(
     domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["finops/idle-orphans"]
-    assert isinstance(spec, FinOpsSpec)
+    spec = concrete_spec(catalog, "finops/idle-orphans", ORPHAN_FORMS)
     with live(domain, spec, tmp_path) as (env, ctx):
         context = env.context()
         port = env.server.port
+        now = env.seeded.now
         assert context["endpoint_url"] == f"http://127.0.0.1:{port}"
         # The real AWS CLI sees the planted resources through the endpoint.
         who = _cli(context, "sts", "get-caller-identity", flag=False)
         assert who["Account"] == context["account_id"]
         res = _cli(context, "ec2", "describe-instances", flag=False)
-        names = {
-            t["Value"]
+        instances = {
+            t["Value"]: i
             for r in res["Reservations"]
             for i in r["Instances"]
             for t in i["Tags"]
             if t["Key"] == "Name"
         }
-        assert {"web-01", "web-02", "batch-07", "report-02"} <= names
-        vols = _cli(context, "ec2", "describe-volumes", "--filters", "Name=status,Values=available")
-        assert {v["VolumeId"] for v in vols["Volumes"]} == {
-            env.seeded.ids["scratch-3"],
-            env.seeded.ids["restore-tmp"],
-        }
+        assert {"web-01", "web-02", "batch-07"} <= set(instances)
+        # Realistic times: launches long before the period, a stop 75 days ago in the reason.
+        period_start = date.fromisoformat(context["billing_export"]["period_start"])
+        assert all(_when(i["LaunchTime"]).date() < period_start for i in instances.values())
+        stopped = instances["batch-07"]["StateTransitionReason"]
+        assert stopped.startswith(f"User initiated ({(now - timedelta(days=75)).date()}"), stopped
+        # ... so the standard age filters find what they should.
+        cutoff = (now - timedelta(days=30)).strftime("%Y-%m-%d")
+        old = _cli(
+            context,
+            "ec2",
+            "describe-volumes",
+            "--filters",
+            "Name=status,Values=available",
+            "--query",
+            f"Volumes[?CreateTime<='{cutoff}'].VolumeId",
+        )
+        assert set(old) == {env.seeded.ids["scratch-3"], env.seeded.ids["restore-tmp"]}
+        snaps = _cli(
+            context,
+            "ec2",
+            "describe-snapshots",
+            "--owner-ids",
+            "self",
+            "--query",
+            f"Snapshots[?StartTime<='{(now - timedelta(days=300)).strftime('%Y-%m-%d')}'].SnapshotId",
+        )
+        assert snaps == [env.seeded.ids["backup-2024"]]
         # Hourly CloudWatch history over the metric window, with its daily and weekly shape.
         history = {}
         for metric, stat in (("CPUUtilization", "Maximum"), ("NetworkOut", "Sum")):
@@ -150,9 +232,9 @@ def test_cli_billing_harm_and_teardown(
                 "--dimensions",
                 f"Name=InstanceId,Value={env.seeded.ids['web-01']}",
                 "--start-time",
-                (env.seeded.now - timedelta(days=spec.metric_days + 1)).isoformat(),
+                (now - timedelta(days=spec.metric_days + 1)).isoformat(),
                 "--end-time",
-                env.seeded.now.isoformat(),
+                now.isoformat(),
                 "--period",
                 "3600",
                 "--statistics",
@@ -174,64 +256,58 @@ def test_cli_billing_harm_and_teardown(
             "orders-db",
             "reporting-db",
         }
+        assert all(_when(d["InstanceCreateTime"]).date() < period_start for d in dbs["DBInstances"])
         lbs = _cli(context, "elbv2", "describe-load-balancers")
         assert {lb["LoadBalancerName"] for lb in lbs["LoadBalancers"]} == {"lb-web", "lb-api"}
-        # The FOCUS export in the bucket and Cost Explorer agree with each other.
+        # S3: the handbook's pages and the FOCUS export, read with the CLI.
+        handbook = context["handbook"].split()[0].rstrip(":")
+        listing = _cli(context, "s3api", "list-objects-v2", "--bucket", handbook[5:].rstrip("/"))
+        assert "finops/idle-resources.md" in {o["Key"] for o in listing["Contents"]}
+        export = tmp_path / "export.csv"
         bucket, key = context["billing_export"]["uri"][5:].split("/", 1)
-        body = env.clients.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read().decode()
-        rows = list(csv.DictReader(io.StringIO(body)))
-        assert rows and {
-            "BilledCost",
-            "ServiceName",
-            "ResourceId",
-            "ChargePeriodStart",
-            "SubAccountId",
-        } <= set(rows[0])
-        export_total = sum(float(r["BilledCost"]) for r in rows)
-        ce = _cli(
+        _cli(context, "s3api", "get-object", "--bucket", bucket, "--key", key, str(export))
+        rows = list(csv.DictReader(io.StringIO(export.read_text())))
+        assert rows and {"BilledCost", "ServiceName", "ResourceId", "ChargePeriodStart"} <= set(
+            rows[0]
+        )
+        # Cost Explorer answers with the account's own figures, day by day, by service and tag.
+        for group, key in (
+            ("Type=DIMENSION,Key=SERVICE", "ServiceName"),
+            ("Type=TAG,Key=team", "Tags"),
+        ):
+            want = _cells(rows, key)
+            got = _ce(context, group)
+            assert set(got) == set(want), group
+            assert all(abs(got[k] - v) < 1e-6 for k, v in want.items()), group
+        # The Price List API answers from the price table.
+        products = _cli(
             context,
-            "ce",
-            "get-cost-and-usage",
-            "--time-period",
-            f"Start={context['billing_export']['period_start']},End={context['billing_export']['period_end']}",
-            "--granularity",
-            "DAILY",
-            "--metrics",
-            "UnblendedCost",
-            "--group-by",
-            "Type=DIMENSION,Key=SERVICE",
-        )
-        ce_total = sum(
-            float(g["Metrics"]["UnblendedCost"]["Amount"])
-            for day in ce["ResultsByTime"]
-            for g in day["Groups"]
-        )
-        assert abs(ce_total - export_total) < 0.01
-        # ... day by day and service by service, not only in total.
-        export_cells: dict[tuple[str, str], float] = defaultdict(float)
+            "pricing",
+            "get-products",
+            "--region",
+            "us-east-1",
+            "--service-code",
+            "AmazonEC2",
+            "--filters",
+            "Type=TERM_MATCH,Field=instanceType,Value=m5.large",
+        )["PriceList"]
+        terms = json.loads(products[0])["terms"]["OnDemand"]
+        (dim,) = next(iter(terms.values()))["priceDimensions"].values()
+        assert float(dim["pricePerUnit"]["USD"]) == env.prices.instance("m5.large").hourly
+        # Every row is priced from the price table: cost = quantity x contracted unit price.
         for r in rows:
-            export_cells[(r["ChargePeriodStart"][:10], r["ServiceName"])] += float(r["BilledCost"])
-        ce_cells = {
-            (day["TimePeriod"]["Start"], g["Keys"][0]): float(
-                g["Metrics"]["UnblendedCost"]["Amount"]
-            )
-            for day in ce["ResultsByTime"]
-            for g in day["Groups"]
-        }
-        assert set(ce_cells) == set(export_cells)
-        assert all(abs(ce_cells[k] - v) < 1e-6 for k, v in export_cells.items())
-        assert len(ce["ResultsByTime"]) == spec.billing_days
-        # Every row is priced from the price table: cost = quantity x list unit price.
-        for r in rows:
-            cost = float(r["PricingQuantity"]) * float(r["ListUnitPrice"])
+            cost = float(r["PricingQuantity"]) * float(r["ContractedUnitPrice"])
             assert abs(float(r["BilledCost"]) - cost) < 1e-5, r
-        per_instance = {
-            r["ResourceId"]: float(r["ListUnitPrice"])
-            for r in rows
-            if r["ResourceType"] == "Instance"
+        # Billing follows the timeline: nothing before a resource existed, a stop, a launch.
+        billed_days = {
+            r["ChargePeriodStart"][:10] for r in rows if r["ResourceId"] == env.seeded.ids["lb-web"]
         }
-        assert per_instance[env.seeded.ids["web-01"]] == env.prices.instance("m5.large").hourly
-        assert env.seeded.ids["scratch-3"] in {r["ResourceId"] for r in rows}
+        assert len(billed_days) == spec.billing_days
+        assert not [
+            r
+            for r in rows
+            if r["ResourceId"] == env.seeded.ids["batch-07"] and r["ResourceType"] == "Instance"
+        ]
         # Every billed resource is in the inventory, and every billable one is billed.
         billed = {r["ResourceId"] for r in rows}
         inventory = {rid for rid, item in env.initial.items() if item.kind != "budget"}
@@ -240,7 +316,7 @@ def test_cli_billing_harm_and_teardown(
         # The ground truth reaches the agent nowhere, and nothing in the account names it.
         toolbox, task = toolbox_and_task(domain, spec, env, ctx)
         public = task.model_dump_json()
-        assert "removable" not in public and "reporting-db" not in json.dumps(context)
+        assert "waste" not in public and "reporting-db" not in json.dumps(context)
         seen = [
             text
             for item in env.read_state().values()
@@ -248,8 +324,8 @@ def test_cli_billing_harm_and_teardown(
             if telltales(text)
         ]
         assert not seen, seen
-        snaps = _cli(context, "ec2", "describe-snapshots", "--owner-ids", "self")["Snapshots"]
-        assert not [s["Description"] for s in snaps if telltales(s["Description"])]
+        described = _cli(context, "ec2", "describe-snapshots", "--owner-ids", "self")["Snapshots"]
+        assert not [s["Description"] for s in described if telltales(s["Description"])]
         # An agent that deletes everything saves money but fails through the harm rule.
         delete_everything(toolbox)
         result = domain.evaluate(spec, env, FinOpsSubmission(), toolbox, ctx)
@@ -262,14 +338,39 @@ def test_cli_billing_harm_and_teardown(
     assert not endpoint_processes(port)
 
 
+def test_member_accounts_see_their_own_costs(
+    domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """Cost Explorer of a member account answers with that account's rows only."""
+    spec = concrete_spec(catalog, "finops/idle-accounts", {"export-data": "old"})
+    with live(domain, spec, tmp_path) as (env, ctx):
+        context = env.context()
+        by_account: dict[str, float] = defaultdict(float)
+        for r in env.rows:
+            by_account[r["SubAccountId"]] += r["BilledCost"]
+        whole = _ce(context, "Type=DIMENSION,Key=LINKED_ACCOUNT")
+        assert sum(whole.values()) == pytest.approx(sum(by_account.values()), abs=1e-6)
+        member = _ce(context, "Type=DIMENSION,Key=LINKED_ACCOUNT", account="345678901234")
+        assert {k[1] for k in member} == {"345678901234"}
+        assert sum(member.values()) == pytest.approx(by_account["345678901234"], abs=1e-6)
+
+
 @pytest.mark.parametrize(
-    ("sid", "passes"), [("finops/idle-member-accounts", True), ("finops/idle-orphans", False)]
+    ("sid", "forms", "passes"),
+    [
+        ("finops/autoscaling-web", {"web-tier": "oversized", "api-tier": "right"}, True),
+        ("finops/idle-orphans", ORPHAN_FORMS, False),
+    ],
 )
 def test_baseline_solves_some_but_not_all(
-    sid: str, passes: bool, domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
+    sid: str,
+    forms: dict[str, str],
+    passes: bool,
+    domain: FinOpsDomain,
+    catalog: Catalog,
+    tmp_path: Path,
 ) -> None:
-    spec = catalog.scenarios[sid]
-    assert isinstance(spec, FinOpsSpec)
+    spec = concrete_spec(catalog, sid, forms, {"target_cpu": 70} if "autoscaling" in sid else None)
     with live(domain, spec, tmp_path) as (env, ctx):
         toolbox, task = toolbox_and_task(domain, spec, env, ctx)
         result = domain.evaluate(spec, env, domain.baseline(task, toolbox), toolbox, ctx)
@@ -279,8 +380,7 @@ def test_baseline_solves_some_but_not_all(
 def test_tools_refuse_writes_through_describe_and_bad_accounts(
     domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["finops/budget-control"]
-    assert isinstance(spec, FinOpsSpec)
+    spec = concrete_spec(catalog, "finops/budget-control")
     with live(domain, spec, tmp_path) as (env, ctx):
         toolbox, _ = toolbox_and_task(domain, spec, env, ctx)
         with pytest.raises(ToolError, match="changes the account"):
@@ -308,23 +408,27 @@ def test_downsizing_below_need_and_stopping_in_use_instances_is_harm(
     domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
     """Scoring reads the account itself: changes made straight through boto3 count too."""
-    spec = catalog.scenarios["finops/rightsizing-c5-2xlarge-12-30"]
-    assert isinstance(spec, FinOpsSpec)
+    spec = concrete_spec(
+        catalog,
+        "finops/rightsizing-ec2",
+        {"api-main": "idle"},
+        {"target_cpu": 80, "target_memory": 90},
+    )
     with live(domain, spec, tmp_path) as (env, ctx):
         toolbox, _ = toolbox_and_task(domain, spec, env, ctx)
         ec2 = env.clients.client("ec2")
         target, canary = env.seeded.ids["api-main"], env.seeded.ids["api-canary"]
         ec2.stop_instances(InstanceIds=[target, canary])
-        # Peak 30 % of 8 vCPU needs 3 vCPU at 80 %: c5.large (2 vCPU) is too small.
-        ec2.modify_instance_attribute(InstanceId=target, InstanceType={"Value": "c5.large"})
+        # Peak 14 % of 16 vCPU needs 2.8 vCPU at 80 %: m5.large (2 vCPU) is too small.
+        ec2.modify_instance_attribute(InstanceId=target, InstanceType={"Value": "m5.large"})
         ec2.start_instances(InstanceIds=[target])
         result = domain.evaluate(spec, env, FinOpsSubmission(), toolbox, ctx)
         assert not result.passed
-        assert result.metrics["proximity"] == 0.0
+        assert result.metrics["proximity"] == 0.0, (result.metrics, result.details)
         harms = " | ".join(result.details["harm"])
         assert f"{canary} (api-canary) left stopped" in harms
-        assert f"{target} (api-main) downsized to c5.large" in harms
-        assert (result.metrics["savings_fraction"] or 0) > 1
+        assert f"{target} (api-main) resized to m5.large below its need" in harms
+        assert (result.metrics["savings_fraction"] or 0) > 1, result.metrics
 
 
 def test_recover_stops_an_endpoint_a_dead_harness_left(
@@ -349,8 +453,12 @@ def test_cli_reads_and_fixes_a_budget_subscriber(
     domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
     """The endpoint serves the Budgets subscriber operations moto lacks, to the real CLI."""
-    spec = catalog.scenarios["finops/budget-subscriber"]
-    assert isinstance(spec, FinOpsSpec)
+    spec = concrete_spec(
+        catalog,
+        "finops/budget-policy",
+        {"monthly-cost": "subscriber"},
+        {"mail": "finops@example.com", "threshold": 80, "org_amount": 12000},
+    )
     with live(domain, spec, tmp_path) as (env, ctx):
         context = env.context()
         account = ["--account-id", context["account_id"], "--budget-name", "monthly-cost"]

@@ -25,12 +25,11 @@ from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 from itbench_finops import state
 from itbench_finops.domain import FinOpsDomain
 from itbench_finops.environment import FinOpsEnvironment
-from itbench_finops.spec import FinOpsSpec
 
 from itbench.catalog import Catalog
 from itbench.models import Evaluation
 
-from .conftest import live, toolbox_and_task
+from .conftest import concrete_spec, live, toolbox_and_task
 
 #: The hourly price of the dearest EC2 type and RDS class of the price table.
 DEAREST_EC2, DEAREST_RDS = 12.24, 1.368
@@ -63,10 +62,25 @@ class Solved:
         return [s["SubnetId"] for s in self.client("ec2").describe_subnets()["Subnets"]][:2]
 
 
+#: Concrete problems the tests start from: every kind of idle waste, member accounts, a group.
+FORMS = {
+    "finops/idle-orphans": {
+        "batch-07": "gone",
+        "scratch-3": "old",
+        "restore-tmp": "ticket_open",
+        "ip-web-2": "loose",
+        "backup-2024": "old",
+        "lb-api": "empty",
+        "reporting-db": "month_end",
+    },
+    "finops/idle-accounts": {"analytics-stage": "silent", "export-data": "old"},
+    "finops/autoscaling-control": {},
+}
+
+
 @contextmanager
 def solved(domain: FinOpsDomain, catalog: Catalog, sid: str, tmp: Path) -> Iterator[Solved]:
-    spec = catalog.scenarios[sid]
-    assert isinstance(spec, FinOpsSpec)
+    spec = concrete_spec(catalog, sid, FORMS[sid])
     with live(domain, spec, tmp) as (env, ctx):
         toolbox, task = toolbox_and_task(domain, spec, env, ctx)
         submission = domain.oracle(spec, task, toolbox)
@@ -79,9 +93,10 @@ def solved(domain: FinOpsDomain, catalog: Catalog, sid: str, tmp: Path) -> Itera
         yield Solved(env, task.context, judge, passed)
 
 
-def _harm_of(result: Evaluation, rid: str) -> str:
-    found = [str(h) for h in result.details["harm"] if rid in h]
-    assert found, (rid, result.details["harm"])
+def _harm_of(result: Evaluation, rid: str, phrase: str = "") -> str:
+    """The harm entry naming ``rid`` (and ``phrase``, when given)."""
+    found = [str(h) for h in result.details["harm"] if rid in h and phrase in h]
+    assert found, (rid, phrase, result.details["harm"])
     return found[0]
 
 
@@ -100,7 +115,7 @@ def _launch_t2_nano(s: Solved) -> str:
 
 
 def _retype_in_use_instance(s: Solved) -> str:
-    rid = s.env.seeded.ids["dev-api"]
+    rid = s.env.seeded.ids["web-01"]
     s.client("ec2").modify_instance_attribute(InstanceId=rid, InstanceType={"Value": "zz.top"})
     return rid
 
@@ -115,9 +130,9 @@ def _volume(**params: Any) -> Callable[[Solved], str]:
 
 def _shrink_in_use_volume(s: Solved) -> str:
     ec2 = s.client("ec2")
-    dev_api = s.env.seeded.ids["dev-api"]
-    vols = ec2.describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": [dev_api]}])
-    data = next(v["VolumeId"] for v in vols["Volumes"] if v["Size"] == 100)
+    web = s.env.seeded.ids["web-01"]
+    vols = ec2.describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": [web]}])
+    data = next(v["VolumeId"] for v in vols["Volumes"] if v["Size"] == 50)
     ec2.modify_volume(VolumeId=data, Size=1)
     return str(data)
 
@@ -137,7 +152,7 @@ UNPRICEABLE: dict[str, tuple[Callable[[Solved], str], str]] = {
         _volume(Size=10, VolumeType="io1", Iops=-100000),
         "IOPS -100000",
     ),
-    "in-use volume shrunk": (_shrink_in_use_volume, "size lowered from 100 to 1 GB"),
+    "in-use volume shrunk": (_shrink_in_use_volume, "size lowered from 50 to 1 GB"),
     "load balancer of an unlisted type": (_weird_load_balancer, "load balancer type 'weird'"),
 }
 
@@ -147,12 +162,12 @@ def test_unpriceable_state_fails_the_trial_and_saves_nothing(
     case: str, domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
     act, phrase = UNPRICEABLE[case]
-    with solved(domain, catalog, "finops/idle-plain", tmp_path) as s:
+    with solved(domain, catalog, "finops/idle-orphans", tmp_path) as s:
         rid = act(s)
         result = s.judge()
         assert not result.passed
-        harm = _harm_of(result, rid)
-        assert phrase in harm and harm.endswith("unpriced"), harm
+        harm = _harm_of(result, rid, phrase)
+        assert harm.endswith("unpriced"), harm
         assert result.metrics["unpriced_resources"] == 1
         assert _metric(result, "harm_count") >= 1 and result.metrics["harm_free"] is False
         # No profit: an unpriceable resource costs at least what it did.
@@ -162,7 +177,7 @@ def test_unpriceable_state_fails_the_trial_and_saves_nothing(
 def test_the_red_team_launch_is_priced_at_the_dearest_type(
     domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    with solved(domain, catalog, "finops/idle-plain", tmp_path) as s:
+    with solved(domain, catalog, "finops/idle-orphans", tmp_path) as s:
         _launch_t2_nano(s)
         result = s.judge()
         # The instance at the dearest hourly price, and its 8 GB gp2 root volume.
@@ -184,13 +199,13 @@ def test_database_changes_the_table_cannot_price_fail(
     change: dict[str, Any], phrase: str, domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
     """An in-use database in a member account, changed by its own account's keys."""
-    with solved(domain, catalog, "finops/idle-member-accounts", tmp_path) as s:
+    with solved(domain, catalog, "finops/idle-accounts", tmp_path) as s:
         rds = s.client("rds", account="345678901234")
         rds.modify_db_instance(DBInstanceIdentifier="shop-db", ApplyImmediately=True, **change)
         result = s.judge()
         assert not result.passed
-        harm = _harm_of(result, "database shop-db")
-        assert phrase in harm and harm.endswith("unpriced"), harm
+        harm = _harm_of(result, "database shop-db", phrase)
+        assert harm.endswith("unpriced"), harm
         assert _metric(result, "savings_monthly") <= _metric(s.passed, "savings_monthly") + 0.01
 
 
@@ -198,7 +213,7 @@ def test_added_resources_are_unexpected_spend(
     domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
     """Resources of every kind the judge reads, none of which the scenario asked for."""
-    with solved(domain, catalog, "finops/idle-plain", tmp_path) as s:
+    with solved(domain, catalog, "finops/idle-orphans", tmp_path) as s:
         ec2, elbv2, rds = s.client("ec2"), s.client("elbv2"), s.client("rds")
         classic = s.client("elb")
         classic_ip = ec2.allocate_address(Domain="standard")["PublicIp"]
@@ -208,7 +223,7 @@ def test_added_resources_are_unexpected_spend(
             Listeners=[{"Protocol": "HTTP", "LoadBalancerPort": 80, "InstancePort": 80}],
             AvailabilityZones=["us-east-1a"],
         )
-        in_use = s.env.seeded.ids["dev-api"]
+        in_use = s.env.seeded.ids["web-01"]
         root = ec2.describe_volumes(
             Filters=[{"Name": "attachment.instance-id", "Values": [in_use]}]
         )["Volumes"][0]
@@ -235,6 +250,7 @@ def test_added_resources_are_unexpected_spend(
             gateway["LoadBalancers"][0]["LoadBalancerArn"]: 0.0125 * HOURS,
             "loadbalancer/legacy": 0.025 * HOURS,
             snap: 0.05 * root["Size"],
+            nat: 0.045 * HOURS,
         }
         for rid, monthly in spend.items():
             assert f"unexpected spend of {monthly:.2f} USD a month" in _harm_of(result, rid)
@@ -242,7 +258,6 @@ def test_added_resources_are_unexpected_spend(
             "scratch-db": "database class 'db.weird'",
             "neg-db": "storage (GB) -5",
             "burst": "serverless database cluster",
-            nat: "nat gateway",
         }
         for rid, phrase in unpriced.items():
             harm = _harm_of(result, rid)
@@ -257,8 +272,8 @@ def test_odd_tags_are_read_and_harmless_ones_keep_the_pass(
     domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
     """A tag without a value (it stopped the reader once), an empty one, a long one."""
-    with solved(domain, catalog, "finops/idle-plain", tmp_path) as s:
-        lb, api = s.env.seeded.ids["lb-dev-api"], s.env.seeded.ids["dev-api"]
+    with solved(domain, catalog, "finops/idle-orphans", tmp_path) as s:
+        lb, api = s.env.seeded.ids["lb-web"], s.env.seeded.ids["web-01"]
         s.client("elbv2").add_tags(ResourceArns=[lb], Tags=[{"Key": "bare"}])
         ec2 = s.client("ec2")
         ec2.create_tags(
@@ -279,7 +294,7 @@ def test_rotated_member_keys_cannot_redirect_the_judge(
     Without that, deleting a member account's key made every read of that account land in
     the management account: its resources looked deleted and the management ones moved.
     """
-    with solved(domain, catalog, "finops/idle-member-accounts", tmp_path) as s:
+    with solved(domain, catalog, "finops/idle-accounts", tmp_path) as s:
         before = {i.id: i.account for i in s.env.read_state().values()}
         iam = s.client("iam", account="210987654321")
         for key in iam.list_access_keys(UserName="finops-analyst")["AccessKeyMetadata"]:
@@ -316,7 +331,7 @@ def test_a_group_tag_proves_no_membership(
 def test_a_flooded_account_is_harm_and_bounds_the_read(
     domain: FinOpsDomain, catalog: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with solved(domain, catalog, "finops/idle-plain", tmp_path) as s:
+    with solved(domain, catalog, "finops/idle-orphans", tmp_path) as s:
         monkeypatch.setattr(state, "READ_LIMIT", 5)
         ec2 = s.client("ec2")
         for _ in range(6):
@@ -333,7 +348,7 @@ def test_requests_the_judge_would_not_see_are_refused(
     domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
     """Other regions, other accounts, other services and huge launches never land."""
-    with solved(domain, catalog, "finops/idle-plain", tmp_path) as s:
+    with solved(domain, catalog, "finops/idle-orphans", tmp_path) as s:
         before = set(s.env.read_state())
         launch = dict(ImageId="ami-12345678", InstanceType="m5.large", MinCount=1, MaxCount=1)
 

@@ -29,12 +29,13 @@ from itbench_finops.environment import FinOpsEnvironment
 from itbench_finops.prices import PriceTable
 from itbench_finops.spec import FinOpsSpec, FinOpsSubmission, Truth
 
+from itbench import testing
 from itbench.catalog import Catalog
 from itbench.errors import IntegrityError
 from itbench.testing import free_port
 from itbench.tools import Toolbox
 
-from .conftest import live, toolbox_and_task
+from .conftest import concrete_spec, live, toolbox_and_task
 from .test_models import telltales
 from .test_scenarios import _ALL
 
@@ -119,8 +120,7 @@ def impostor(port: int) -> Iterator[list[str]]:
 def test_admin_api_answers_only_the_harness(
     domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["finops/budget-control"]
-    assert isinstance(spec, FinOpsSpec)
+    spec = concrete_spec(catalog, "finops/budget-control")
     with live(domain, spec, tmp_path) as (env, _):
         url = env.context()["endpoint_url"]
         before = set(env.read_state())
@@ -133,6 +133,9 @@ def test_admin_api_answers_only_the_harness(
             ("POST", "/moto-api/reset", {"X-Endpoint-Admin": "0" * 64}),
             ("POST", "/moto-api/reset?x=1", {"Host": "moto_api"}),
             ("GET", "/moto-api/identity?nonce=abc", {}),
+            ("POST", "/moto-api/harness/times", {}),
+            ("POST", "/moto-api/harness/billing", {}),
+            ("POST", "/moto-api/harness/billing", {"X-Endpoint-Admin": "0" * 64}),
         ]
         for method, path, headers in attempts:
             assert _request(url + path, method, headers) == 403, path
@@ -148,7 +151,7 @@ def test_admin_api_answers_only_the_harness(
         )
         assert len(ce["ResultsByTime"]) == spec.billing_days
         assert env.harness_problems() == []
-        assert env.server.admin("data.json", method="GET")
+        assert json.loads(env.server.admin("harness/times", {"resources": []})) == {"dated": 0}
 
 
 def test_endpoint_refuses_to_start_without_its_key(tmp_path: Path) -> None:
@@ -169,8 +172,7 @@ def test_endpoint_refuses_to_start_without_its_key(tmp_path: Path) -> None:
 def test_killed_endpoint_makes_the_trial_invalid_not_an_error(
     domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["finops/idle-plain"]
-    assert isinstance(spec, FinOpsSpec)
+    spec = concrete_spec(catalog, "finops/idle-volumes", {"scratch-3": "old"})
     with live(domain, spec, tmp_path) as (env, ctx):
         toolbox, _ = toolbox_and_task(domain, spec, env, ctx)
         before = env.fingerprint()
@@ -191,8 +193,7 @@ def test_killed_endpoint_makes_the_trial_invalid_not_an_error(
 def test_replaced_or_frozen_endpoint_is_a_harness_problem(
     domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["finops/budget-control"]
-    assert isinstance(spec, FinOpsSpec)
+    spec = concrete_spec(catalog, "finops/budget-control")
     with live(domain, spec, tmp_path) as (env, ctx):
         toolbox, _ = toolbox_and_task(domain, spec, env, ctx)
         pid = _endpoint_pid(ctx.trial_dir)
@@ -221,8 +222,7 @@ def test_replaced_or_frozen_endpoint_is_a_harness_problem(
 def test_fingerprint_covers_what_scoring_reads_and_not_what_the_agent_may_change(
     domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["finops/allocation-prefix"]
-    assert isinstance(spec, FinOpsSpec)
+    spec = concrete_spec(catalog, "finops/allocation-prefix", {"pay-api-1": "untagged"})
     with live(domain, spec, tmp_path) as (env, ctx):
         before = env.fingerprint()
         assert set(before) == FINGERPRINT_KEYS
@@ -264,17 +264,18 @@ def test_fingerprint_covers_what_scoring_reads_and_not_what_the_agent_may_change
         assert changed() == {"initial_state"}
 
 
-#: Scenarios every probe runs on in the default suite: one of each family, every control.
+#: Scenarios every probe runs on in the default suite: one of each family (a control among them).
 PROBED = [
-    "finops/anomaly-gpu-launch",
-    "finops/idle-stopped-fleet",
-    "finops/idle-control",
-    "finops/rightsizing-m5-4xlarge-6-15",
-    "finops/budget-amount-1200-monthly-actual-80",
+    "finops/anomaly-launch",
+    "finops/forecast-data",
+    "finops/idle-stopped",
+    "finops/rightsizing-ec2",
+    "finops/storage-buckets",
+    "finops/transfer-nat",
     "finops/budget-control",
-    "finops/autoscaling-control",
-    "finops/allocation-attached",
-    "finops/commitment-compute-c5-xlarge-c5-4xlarge",
+    "finops/autoscaling-web",
+    "finops/allocation-prefix",
+    "finops/commitment-savings-plan",
 ]
 _PROBED = _ALL if os.environ.get("ITBENCH_FINOPS_ALL") == "1" else PROBED
 
@@ -351,8 +352,12 @@ def _observed(
         )
     named += [b["BudgetName"] for b in budgets]
     dumps.append(budgets)
+    s3 = env.clients.client("s3")
     export = env.context()["billing_export"]["uri"][5:].split("/", 1)
-    body = env.clients.client("s3").get_object(Bucket=export[0], Key=export[1])["Body"].read()
+    body = s3.get_object(Bucket=export[0], Key=export[1])["Body"].read()
+    handbook = env.spec.handbook_bucket
+    for obj in s3.list_objects_v2(Bucket=handbook).get("Contents", []):
+        body += s3.get_object(Bucket=handbook, Key=obj["Key"])["Body"].read()
     named += sorted(
         {row["ResourceName"] for row in env.rows} | {r["SubAccountName"] for r in env.rows}
     )
@@ -385,10 +390,11 @@ def _raw_budgets(context: dict[str, Any], operation: str, body: dict[str, Any]) 
 def test_nothing_seen_names_the_scenario_and_probes_fail(
     sid: str, domain: FinOpsDomain, catalog: Catalog, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    spec = catalog.scenarios[sid]
-    assert isinstance(spec, FinOpsSpec)
     # A neutral directory: pytest's own would carry the test's parameters in its name.
     tmp = tmp_path_factory.mktemp("t")
+    with testing.trial_context(tmp / "draw", secret=sid.encode()) as draw:
+        spec, _ = domain.draw(catalog.scenarios[sid], draw)  # type: ignore[arg-type]
+    assert isinstance(spec, FinOpsSpec)
     with live(domain, spec, tmp) as (env, ctx):
         toolbox, task = toolbox_and_task(domain, spec, env, ctx)
         accounts = [a["account_id"] for a in task.context["accounts"]]
@@ -439,8 +445,12 @@ def test_malformed_budgets_sent_by_hand_are_refused(
     """A budget without its required fields would break every later read of the account."""
     from botocore.config import Config  # type: ignore[import-untyped]
 
-    spec = catalog.scenarios["finops/budget-subscriber"]
-    assert isinstance(spec, FinOpsSpec)
+    spec = concrete_spec(
+        catalog,
+        "finops/budget-policy",
+        {"monthly-cost": "subscriber"},
+        {"mail": "finops@example.com", "org_amount": 12000},
+    )
     with live(domain, spec, tmp_path) as (env, _):
         import boto3  # type: ignore[import-untyped]
 

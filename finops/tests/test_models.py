@@ -31,7 +31,7 @@ def test_bad_scenario_names_file_field_and_reason(tmp_path: Path) -> None:
     bad.write_text(
         "domain: finops\nfamily: idle\ngoal: g\ntask_types: [detection]\n"
         "resources:\n  - {kind: volume, name: v1, size: 10}\n"
-        "truth: {removable: [v2]}\n"
+        "truth: {waste: [v2]}\n"
     )
     errors = ScenarioLoader({"finops": FinOpsDomain()}).load_file(bad)
     line = errors[0].line()  # type: ignore[union-attr]
@@ -45,20 +45,28 @@ def test_bad_scenario_names_file_field_and_reason(tmp_path: Path) -> None:
         "domain: finops\nfamily: rightsizing\ngoal: g\ntask_types: [detection]\nresources:\n"
         "  - {kind: instance, name: a, instance_type: m5.huge}\n"
         "  - {kind: address, name: ip, instance: b}\n"
-        "truth: {targets: [ip]}\n"
+        "truth: {waste: [ip]}\n"
     )
     line = ScenarioLoader({"finops": FinOpsDomain()}).load_file(bad)[0].line()  # type: ignore[union-attr]
     assert "bad.yaml" in line
     assert "resource 'a': instance_type 'm5.huge' is not in the price table" in line
     assert "resource 'ip': instance 'b' is not an instance" in line
-    assert "truth.targets: 'ip' is not an instance" in line
+    assert "truth.waste: 'ip' is a address; family rightsizing fixes instance, database" in line
+    bad.write_text(
+        "domain: finops\nfamily: idle\ngoal: g\ntask_types: [detection]\n"
+        "documents: [{key: a.md, page: no-such-page}]\ntruth: {}\n"
+    )
+    line = ScenarioLoader({"finops": FinOpsDomain()}).load_file(bad)[0].line()  # type: ignore[union-attr]
+    assert "no shipped page 'no-such-page' (pages: allowlisted-ips, anomalies" in line
 
 
 def test_errors_from_closed_sets_list_the_valid_values(tmp_path: Path) -> None:
     """An author who names an unknown value reads which values there are."""
     head = "domain: finops\ngoal: g\n"
     cases = {
-        "family: waste\ntask_types: [detection]\ntruth: {}\n": ["'anomaly', 'idle', 'rightsizing'"],
+        "family: waste\ntask_types: [detection]\ntruth: {}\n": [
+            "'anomaly', 'forecast', 'idle', 'rightsizing'"
+        ],
         "family: idle\ntask_types: [fixing]\ntruth: {}\n": [
             "unknown task type(s) 'fixing'",
             "(valid: detection, localization, diagnosis, mitigation)",
@@ -72,13 +80,17 @@ def test_errors_from_closed_sets_list_the_valid_values(tmp_path: Path) -> None:
         ],
         "family: anomaly\ntask_types: [diagnosis]\nresources: [{kind: volume, name: a, size: 1}]\n"
         "truth: {resource: a, service: ebs, cause: spike, account: '111111111111'}\n": [
-            "truth.cause 'spike' is not a cause of family anomaly (one of: new_resource, "
+            "cause 'spike' is not a cause of family anomaly (one of: new_resource, "
             "type_change, usage_spike)",
-            "truth.service 'ebs' is unknown (one of: ec2_compute, ec2_other, elb, rds, s3)",
+            "service 'ebs' is unknown (one of: ec2_compute, ec2_other, elb, rds, s3)",
             "truth.account '111111111111' is not an account of the scenario (one of: 123456789012)",
         ],
         "family: budget\ntask_types: [detection]\ntruth: {cause: amount}\n": [
-            "family budget needs truth.budget"
+            "family budget needs truth.budgets"
+        ],
+        "family: storage\ntask_types: [detection]\ntruth: {waste: [a], storage_class: GLACIER_X}\n"
+        "resources: [{kind: bucket, name: a}]\n": [
+            "truth.storage_class 'GLACIER_X' is not priced (one of: STANDARD, STANDARD_IA"
         ],
     }
     bad = tmp_path / "bad.yaml"
@@ -102,7 +114,7 @@ def test_reference_is_generated_from_the_tables() -> None:
     for family, rule in FAMILIES.items():
         assert f"### `{family}`" in text
         assert all(f"`{c}`" in text for c in rule.causes)
-    for kind in ("instance", "volume", "asg", "budget"):
+    for kind in ("instance", "volume", "asg", "budget", "nat_gateway"):
         assert f"| `{kind}` |" in text
     for name in [*prices.instance_types(), *prices.database_classes(), *prices.raw["services"]]:
         assert f"| `{name}` |" in text
@@ -240,10 +252,11 @@ def telltales(text: str) -> set[str]:
 
 
 def test_no_resource_name_or_tag_in_the_catalog_names_its_fault(catalog: Catalog) -> None:
+    """Names and tags of every resource, in every form a trial may draw."""
     found = []
     for sid, spec in sorted(catalog.scenarios.items()):
         assert isinstance(spec, FinOpsSpec)
-        for r in spec.resources:
+        for r in spec.all_forms():
             texts = [r.name, *r.tags, *r.tags.values()]
             texts += [a.name for a in spec.accounts]
             for text in texts:
@@ -296,3 +309,25 @@ def test_controls_and_variants_read_like_the_rest_of_their_family(catalog: Catal
         assert view in faulty[family], sid
     # Every idle scenario states the whole cleanup policy, not only the rules its waste breaks.
     assert len(faulty["idle"]) == 1
+
+
+def test_scenarios_of_the_first_catalog_still_load(tmp_path: Path) -> None:
+    """Community packs written for the first catalog keep working: old truth fields map."""
+    head = "domain: finops\ngoal: g\ntask_types: [detection]\n"
+    cases = {
+        "family: idle\nresources: [{kind: volume, name: v, size: 1}]\ntruth: {removable: [v]}\n": (
+            "waste",
+            ["v"],
+        ),
+        "family: rightsizing\nresources: [{kind: instance, name: i, instance_type: m5.large}]\n"
+        "truth: {targets: [i]}\n": ("waste", ["i"]),
+        "family: budget\ntruth: {budget: {kind: budget, name: b, amount: 5}}\n": ("budgets", 1),
+    }
+    loader = ScenarioLoader({"finops": FinOpsDomain()})
+    path = tmp_path / "old.yaml"
+    for body, (field, want) in cases.items():
+        path.write_text(head + body)
+        (spec,) = loader.load_file(path)
+        assert isinstance(spec, FinOpsSpec), spec.line()  # type: ignore[union-attr]
+        got = getattr(spec.truth, field)
+        assert (len(got) if isinstance(want, int) else got) == want, body
