@@ -97,7 +97,7 @@ class Regorus:
     """regorus (Rust) through its Python bindings."""
 
     def __init__(self, modules: dict[str, str]) -> None:
-        import regorus  # type: ignore[import-untyped]
+        import regorus
 
         self.engine = regorus.Engine()
         self.engine.add_extension("to_number", 1, to_number)
