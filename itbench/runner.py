@@ -357,6 +357,7 @@ class Runner:
 
     def _recover_unfinished(self, done: set[str]) -> None:
         """Stop and remove what trials of a killed harness left (from harness-only records)."""
+        self.store.remove_staging()
         for handle, trial_id in self.store.trial_dirs().items():
             if trial_id not in done:
                 self._recover_dir(handle, trial_id)

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ WORKSPACES = "workspaces"
 SECRET = "secret"
 #: The harness-only record in each trial directory that names its trial.
 TRIAL_RECORD = "trial.json"
+STAGING_PREFIX = ".new-"
 
 
 class RunStore:
@@ -62,17 +64,27 @@ class RunStore:
         for name, mode in ((TRIALS, 0o700), (WORKSPACES, 0o711)):
             (self.run_dir / name).mkdir(mode=mode, exist_ok=True)
             os.chmod(self.run_dir / name, mode)
-        trial = self.trial_dir(handle)
-        trial.mkdir(mode=0o700)
-        (trial / TRIAL_RECORD).write_text(
+        # Made under a hidden name and renamed with its record in it: a harness killed in
+        # between leaves no trial directory that resume could not attribute to a trial.
+        staging = self.run_dir / TRIALS / f"{STAGING_PREFIX}{handle}"
+        staging.mkdir(mode=0o700)
+        (staging / TRIAL_RECORD).write_text(
             json.dumps({"trial_id": trial_id, "handle": handle}), encoding="utf-8"
         )
+        staging.rename(self.trial_dir(handle))
         self.workspace(handle).mkdir(mode=0o700)
+
+    def remove_staging(self) -> None:
+        """Remove trial directories a killed harness left half made (never started)."""
+        for stray in (self.run_dir / TRIALS).glob(f"{STAGING_PREFIX}*"):
+            shutil.rmtree(stray, ignore_errors=True)
 
     def trial_dirs(self) -> dict[str, str]:
         """Trial id of each trial directory, by handle, from the harness-only records."""
         out: dict[str, str] = {}
         for record in sorted((self.run_dir / TRIALS).glob(f"*/{TRIAL_RECORD}")):
+            if record.parent.name.startswith("."):
+                continue
             try:
                 out[record.parent.name] = str(json.loads(record.read_text())["trial_id"])
             except (OSError, ValueError, KeyError, TypeError):

@@ -228,7 +228,7 @@ def test_leaderboard_is_rebuilt_identically_and_refuses_tampered_runs(
     assert top["pass_rate"] == 1.0 and top["sandboxed"] is False and "unsandboxed" in top["notes"]
     assert top["task_types"] == {"detection": 1.0, "localization": 1.0, "mitigation": 1.0}
     md = (board / "toy.md").read_text()
-    assert "| toy/solver | – | 8 | 1.000 ± 0.000 |" in md
+    assert "| toy/solver | – | 8 | 0 | 1.000 ± 0.000 |" in md
     assert (board / "overall.md").exists() and (board / "overall.json").exists()
     before = {p.name: p.read_bytes() for p in board.iterdir() if p.is_file()}
     assert itbench("leaderboard", "--dir", "board", "--check").returncode == 0

@@ -21,6 +21,8 @@ class CisoDomain(Domain[CisoSpec, CisoSubmission, CisoEnvironment]):
         "policies, judged on hidden compliant and non-compliant systems."
     )
     ports_per_trial = 2
+    #: A moto server for cloud requirements, the evidence playbook and the Rego engine.
+    resources: ClassVar[dict[str, float]] = {"num_cpus": 1.0, "memory": 768 * 2**20}
     task_types: ClassVar[tuple[str, ...]] = (
         "policy-generation",
         "evidence-collection",

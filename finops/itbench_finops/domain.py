@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from itbench import (
     Domain,
@@ -29,6 +29,8 @@ class FinOpsDomain(Domain[FinOpsSpec, FinOpsSubmission, FinOpsEnvironment]):
     description = "Cloud cost (FinOps) incidents in a mocked AWS account with FOCUS billing."
     ports_per_trial = 1
     task_types = TASK_TYPES
+    #: One moto server per trial, seeded with the organization's accounts.
+    resources: ClassVar[dict[str, float]] = {"num_cpus": 1.0, "memory": 768 * 2**20}
 
     def draw(self, spec: FinOpsSpec, ctx: TrialContext) -> tuple[FinOpsSpec, dict[str, Any]]:
         """The trial's concrete scenario: its settings and each candidate's form, drawn.

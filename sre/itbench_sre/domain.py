@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from itbench_sre import agents, reference, scoring, topology
 from itbench_sre.embedded import recorded_shared, sweep, unmount_under
@@ -32,6 +32,8 @@ class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
     description = "Incidents on a live web shop (services, Redis, PostgreSQL, Prometheus)."
     ports_per_trial = topology.PORTS_PER_ENV
     task_types = TASK_TYPES
+    #: A shop is about ten processes (services, Redis, PostgreSQL, Prometheus, load).
+    resources: ClassVar[dict[str, float]] = {"num_cpus": 1.0, "memory": 1.5 * 2**30}
 
     def draw(self, spec: SreSpec, ctx: TrialContext) -> tuple[SreSpec, dict[str, Any]]:
         """The trial's problem: targets, parameters, noise and decoys drawn from the secret."""
