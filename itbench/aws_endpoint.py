@@ -7,12 +7,14 @@ server runs as a subprocess of the domain's own distribution, which depends on `
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+from itbench.aws_server import ADMIN_HEADER, TOKEN_ENV
 from itbench.errors import InfrastructureError
 from itbench.process import ManagedProcess, wait_for_port
 
@@ -32,7 +34,8 @@ class AwsEndpoint:
     Args:
         port: TCP port on 127.0.0.1 (from the trial's block).
         trial_dir: The trial's artifact directory (log and pid file).
-        module: The Python module run as the server (``python -m MODULE -H HOST -p PORT``); a
+        module: The Python module run as the server (``python -m MODULE -H HOST -p PORT``); by
+            default :mod:`itbench.aws_server` (moto with its admin API kept for the harness); a
             domain that extends moto's API passes its own.
     """
 
@@ -41,9 +44,10 @@ class AwsEndpoint:
     ACCESS_KEY = ACCESS_KEY
     SECRET_KEY = SECRET_KEY
 
-    def __init__(self, port: int, trial_dir: Path, module: str = "moto.server") -> None:
+    def __init__(self, port: int, trial_dir: Path, module: str = "itbench.aws_server") -> None:
         self.port = port
         self.trial_dir = trial_dir
+        self._token = secrets.token_hex(16)
         self.process = ManagedProcess(
             "aws-endpoint",
             [sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(port)],
@@ -56,6 +60,7 @@ class AwsEndpoint:
                 "MOTO_ALLOW_NONEXISTENT_REGION": "false",
                 "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
                 "PYTHONDONTWRITEBYTECODE": "1",
+                TOKEN_ENV: self._token,
             },
         )
 
@@ -106,7 +111,7 @@ class AwsEndpoint:
             f"{self.url}/moto-api/{path}",
             data=data if method != "GET" else None,
             method=method,
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", ADMIN_HEADER: self._token},
         )
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - local URL

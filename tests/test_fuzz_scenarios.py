@@ -308,7 +308,10 @@ def single_mistakes(draw: st.DrawFn) -> tuple[dict[str, Any], str, str]:
         return doc, key, "Extra inputs"
     if kind == "required":
         required = [
-            k for k in doc if k in model.model_fields and model.model_fields[k].is_required()
+            k
+            for k in doc
+            # The catalog gives a file without an id one from its domain and file name.
+            if k in model.model_fields and model.model_fields[k].is_required() and k != "id"
         ]
         key = draw(st.sampled_from([k for k in required if k != "domain"] or ["goal"]))
         doc.pop(key, None)

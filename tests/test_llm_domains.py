@@ -9,10 +9,16 @@ same run feeds the trajectory and inspect export tests.
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from itbench_ciso.checks.k8s import CHECKS
+from itbench_finops.domain import FinOpsDomain
+from itbench_finops.draw import concrete
+from itbench_sre.environment import FAULT_WINDOW_S
 
 from itbench.bench import Bench
 from itbench.chat import PriceTable
@@ -21,19 +27,12 @@ from itbench.testing import Call, Conversation, Fail, Reply, ScriptedModel, run_
 
 SCENARIOS = {
     "sre": "sre/smoke-cart-bad-release",
-    "ciso": "ciso/k8s-host-network",
-    "finops": "finops/idle-plain",
+    "ciso": "ciso/k8s-host-namespaces",
+    "finops": "finops/idle-orphans",
 }
 MODEL = "gpt-4o-mini"
-GOOD_POLICY = """package compliance
-
-import rego.v1
-
-violations contains {"kind": "Pod", "namespace": pod.metadata.namespace, "name": pod.metadata.name} if {
-\tsome pod in input.items
-\tpod.spec.hostNetwork == true
-}
-"""
+# The requirement's reference policy, as a model that got it right would write it.
+GOOD_POLICY = next(c for c in CHECKS if c.id == "k8s-host-namespaces").policy()
 EVERY_POD = """package compliance
 
 import rego.v1
@@ -46,7 +45,9 @@ SRE_ANSWER = {
     "incident": True,
     "root_causes": ["cart"],
     "fault_type": "bad_release",
-    "propagation": [["cart", "frontend"], ["cart", "checkout"], ["checkout", "frontend"]],
+    # The spread the shop's metrics show in the fault window: the shoppers' calls to the cart
+    # fail (checkout reads the cart too rarely for a five-second window to count it).
+    "propagation": [["cart", "frontend"]],
 }
 
 
@@ -86,10 +87,34 @@ def _finops_deletes(removable: set[str]) -> Any:
     return step
 
 
+# The FinOps trials get this draw (the script must know the answer): four waste items among
+# look-alikes the conventions keep.
+FINOPS_FORMS = {
+    "batch-07": "standby",
+    "scratch-3": "old",
+    "restore-tmp": "ticket_closed",
+    "ip-web-2": "loose",
+    "backup-2024": "held",
+    "lb-api": "empty",
+    "reporting-db": "replica",
+}
+
+
+def _after_fault_window(reply: Reply) -> Any:
+    """The reply, once the fault window has passed: the spread is measured over that window,
+    so a fix made earlier leaves nothing to measure (as an investigating agent would)."""
+
+    def step(conv: Conversation) -> Reply:
+        time.sleep(FAULT_WINDOW_S + 1.5)
+        return reply
+
+    return step
+
+
 def scripts(bench: Bench) -> dict[str, list[list[Any]]]:
     """Per domain: the right script (trial 0), then the wrong one (trial 1)."""
-    spec: Any = bench.catalog.scenarios[SCENARIOS["finops"]]
-    removable = set(spec.truth.removable)
+    spec: Any = concrete(bench.catalog.scenarios[SCENARIOS["finops"]], FINOPS_FORMS)
+    removable = set(spec.truth.waste)
     kinds = {r.name: r.kind for r in spec.resources}
     names = {
         k: sorted(n for n in removable if kinds[n] == k)
@@ -125,7 +150,7 @@ def scripts(bench: Bench) -> dict[str, list[list[Any]]]:
         "sre": [
             [
                 Reply([Call("alerts", {}), Call("read_config", {"entity": "cart"})]),
-                Reply([Call("rollback", {"service": "cart"})]),
+                _after_fault_window(Reply([Call("rollback", {"service": "cart"})])),
                 Reply([Call("submit", SRE_ANSWER)]),
             ],
             [
@@ -160,7 +185,22 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def llm_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+def llm_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    drawn = FinOpsDomain.draw
+
+    def chosen(self: FinOpsDomain, spec: Any, ctx: Any) -> tuple[Any, dict[str, Any]]:
+        if spec.id == SCENARIOS["finops"]:
+            return concrete(spec, FINOPS_FORMS), {"forms": FINOPS_FORMS}
+        return drawn(self, spec, ctx)
+
+    FinOpsDomain.draw = chosen  # type: ignore[method-assign]
+    try:
+        yield _llm_run(tmp_path_factory)
+    finally:
+        FinOpsDomain.draw = drawn  # type: ignore[method-assign]
+
+
+def _llm_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     bench = Bench()
     queues = scripts(bench)
     base = tmp_path_factory.mktemp("llm")
@@ -256,13 +296,13 @@ def test_trajectory_command_prints_a_trial(llm_run: Run) -> None:
     trial = llm_run.trial_dir(SCENARIOS["ciso"], 0)
     out = CliRunner().invoke(cli, ["trajectory", str(trial)])
     assert out.exit_code == 0, out.output
-    assert "ciso/k8s-host-network" in out.output and MODEL in out.output
+    assert "ciso/k8s-host-namespaces" in out.output and MODEL in out.output
     assert "retry" in out.output and "kubectl_get" in out.output and "submit" in out.output
     as_json = CliRunner().invoke(cli, ["trajectory", str(trial), "--json"])
     assert json.loads(as_json.output)["format"] == "itbench-trajectory"
     # A run directory is not a trial directory: the answer names its trials.
     wrong = CliRunner().invoke(cli, ["trajectory", str(llm_run.dir)])
-    assert wrong.exit_code == 2 and "ciso.k8s-host-network__llm__0" in wrong.output
+    assert wrong.exit_code == 2 and "ciso.k8s-host-namespaces__llm__0" in wrong.output
 
 
 def test_inspect_export_is_read_back_by_inspect(llm_run: Run, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -271,16 +272,26 @@ def test_a_dead_endpoint_is_a_harness_problem(
 def test_judging_uses_a_fresh_endpoint(
     domain: CisoDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    """What the agent left in the endpoint (resources, moto's own settings) is gone when the
-    hidden accounts are built: the oracle still passes."""
+    """What the agent left in the endpoint is gone when the hidden accounts are built (the
+    oracle still passes); moto's admin API and its account header are refused to the agent."""
     spec = catalog.scenarios["ciso/cloud-s3-versioning"]
     assert isinstance(spec, CisoSpec)
     with live(domain, spec, tmp_path) as (env, ctx):
         toolbox, task = toolbox_and_task(domain, spec, env, ctx)
         url = task.context["endpoint_url"]
         assert url.startswith("http://127.0.0.1:")
-        with urllib.request.urlopen(f"{url}/moto-api/seed?a=42", data=b"", timeout=10):
-            pass
+        for path in ("/moto-api/seed?a=42", "/moto-api/reset", "/moto-api/data.json"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(f"{url}{path}", data=b"", timeout=10)
+            assert refused.value.code == 403, path
+        # Any account without credentials, through moto's account header: refused too.
+        other = urllib.request.Request(
+            f"{url}/?Action=ListUsers&Version=2010-05-08",
+            headers={"x-moto-account-id": "210987654321"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(other, timeout=10)
+        assert refused.value.code == 403
         before = env.runtime.server.process.proc.pid  # type: ignore[union-attr]
         result = domain.evaluate(spec, env, domain.oracle(spec, task, toolbox), toolbox, ctx)
         after = env.runtime.server.process.proc.pid  # type: ignore[union-attr]
@@ -371,9 +382,11 @@ def _visible_text(domain: CisoDomain, spec: CisoSpec, tmp: Path) -> str:
             texts.append(_text(toolbox.call("read_policies")))
         if spec.family == "cloud":
             texts.append(_text(toolbox.call("run_collector", script=ref.collector)))
+            # moto's own state dump is the harness's alone.
             url = env.context()["endpoint_url"]
-            with urllib.request.urlopen(f"{url}/moto-api/data.json", timeout=30) as resp:
-                texts.append(resp.read().decode(errors="replace"))
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(f"{url}/moto-api/data.json", timeout=30)
+            assert refused.value.code == 403
         if spec.family == "linux":
             texts.append(_text(toolbox.call("run_playbook", playbook=ref.playbook)))
     return "\n".join(texts)

@@ -539,9 +539,10 @@ class FinOpsSpec(ScenarioSpec):
             isinstance(v, list) and v for v in settings.values()
         ):
             raise ValueError(SETTINGS_PROBLEM)
-        # The first alternatives are the spec: their errors are the spec's own.
+        # The first alternatives are the spec: their errors are the spec's own, by field.
         first = {k: v[0] for k, v in settings.items()}
-        choices = [({}, first)] + [
+        spec = handler({**settle(data, first), "settings": settings})
+        choices = [
             ({name: value}, {**first, name: value})
             for name, values in settings.items()
             for value in values[1:]
@@ -555,7 +556,6 @@ class FinOpsSpec(ScenarioSpec):
                 where = "".join(f"settings.{k} = {v!r}: " for k, v in changed.items())
                 msg = str(err["msg"]).removeprefix("Value error, ")
                 raise ValueError(f"{where}{loc + ': ' if loc else ''}{msg}") from None
-        spec = handler({**settle(data, first), "settings": settings})
         spec._template = dict(data)
         return spec
 

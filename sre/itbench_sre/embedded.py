@@ -296,6 +296,9 @@ class EmbeddedShop(ShopBackend):
             f"prometheus --config.file={self.shop / 'prometheus' / 'prometheus.yml'} "
             f"--storage.tsdb.path={self.ctl / 'tsdb'} --storage.tsdb.retention.time=2h "
             f"--web.listen-address=127.0.0.1:{self.port(topology.PROMETHEUS)} "
+            # The agent queries through the relay: bounded queries cannot take it down (and
+            # with it the trial's validity).
+            "--query.max-samples=2000000 --query.timeout=30s --query.max-concurrency=4 "
             "--log.level=warn",
         )
         program("loadgen", f"{py} -m itbench_sre.app.loadgen {self.ctl / 'loadgen.json'}")

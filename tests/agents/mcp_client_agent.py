@@ -21,9 +21,16 @@ POLICY = """package compliance
 
 import rego.v1
 
-violations contains {"kind": "Pod", "namespace": pod.metadata.namespace, "name": pod.metadata.name} if {
-\tsome pod in input.items
-\tpod.spec.hostNetwork == true
+pod_spec(o) := o.spec if o.kind == "Pod"
+
+pod_spec(o) := o.spec.template.spec if o.kind in {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
+
+pod_spec(o) := o.spec.jobTemplate.spec.template.spec if o.kind == "CronJob"
+
+violations contains {"kind": o.kind, "namespace": object.get(o.metadata, "namespace", ""), "name": o.metadata.name} if {
+\tsome o in input.items
+\tsome field in ["hostNetwork", "hostPID", "hostIPC"]
+\tpod_spec(o)[field] == true
 }
 """
 

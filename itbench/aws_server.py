@@ -1,0 +1,62 @@
+"""The AWS endpoint's server process: moto, with its admin API kept for the harness.
+
+Run as ``python -m itbench.aws_server -H HOST -p PORT`` with the admin token in
+:data:`TOKEN_ENV` (removed from the environment at start). moto's admin API (``/moto-api/``:
+reset, state dumps, configuration) and its account header (any account, no credentials) answer
+only requests carrying the token in :data:`ADMIN_HEADER`; everything else is moto unchanged.
+Imported only in that subprocess, which runs in a domain distribution that depends on
+``moto[server]``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+#: The header that carries the admin token.
+ADMIN_HEADER = "X-Itbench-Admin"
+#: The environment variable the token is handed over in.
+TOKEN_ENV = "ITBENCH_AWS_ADMIN_TOKEN"
+
+_ADMIN_KEY = "HTTP_" + ADMIN_HEADER.upper().replace("-", "_")
+_ACCOUNT_KEY = "HTTP_X_MOTO_ACCOUNT_ID"
+
+
+def guard(token: str) -> None:
+    """Refuse moto's admin API and account header to requests without ``token``."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    def guarded(
+        self: Any, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        app = self.get_application(environ)
+        harness = hmac.compare_digest(str(environ.get(_ADMIN_KEY, "")), token)
+        if not harness and (app is self.app_instances.get("moto_api") or _ACCOUNT_KEY in environ):
+            body = b"forbidden: the endpoint's admin API is the harness's own\n"
+            start_response(
+                "403 Forbidden",
+                [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))],
+            )
+            return [body]
+        result: Iterable[bytes] = app(environ, start_response)
+        return result
+
+    DomainDispatcherApplication.__call__ = guarded  # type: ignore[method-assign]
+
+
+def main() -> None:
+    """Start moto's server behind the guard."""
+    token = os.environ.pop(TOKEN_ENV, "")
+    if not token:
+        sys.exit(f"{TOKEN_ENV} is not set")
+    guard(token)
+    from moto.server import main as moto_main
+
+    moto_main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()
