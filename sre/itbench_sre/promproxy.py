@@ -39,6 +39,16 @@ def _without_files(data: bytes) -> bytes:
         return b'{"status":"error","error":"unreadable answer"}'
 
 
+def _length(header: str | None) -> int | None:
+    """A request's ``Content-Length`` (0 when absent), or None when it is not a byte count.
+
+    A negative length would make the body be read to the end of the connection, past
+    :data:`MAX_BODY`.
+    """
+    text = (header or "0").strip()
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 class PrometheusProxy:
     """A read-only relay to one Prometheus.
 
@@ -103,7 +113,10 @@ class PrometheusProxy:
                     return
                 body = None
                 if method == "POST":
-                    length = int(self.headers.get("Content-Length") or 0)
+                    length = _length(self.headers.get("Content-Length"))
+                    if length is None:
+                        self._refuse(400, "Content-Length must be a number of bytes")
+                        return
                     if length > MAX_BODY:
                         self._refuse(413, "request too large")
                         return
