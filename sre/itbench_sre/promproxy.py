@@ -26,6 +26,8 @@ ALLOWED = re.compile(
 )
 MAX_BODY = 64 * 1024
 MAX_CONCURRENT = 16
+#: Seconds a client may take to send its request (each read of it) before the relay hangs up.
+READ_TIMEOUT = 10.0
 
 
 def _without_files(data: bytes) -> bytes:
@@ -55,10 +57,15 @@ class PrometheusProxy:
     Args:
         listen_port: Port of 127.0.0.1 to serve on.
         upstream_port: Port of the environment's Prometheus on 127.0.0.1.
+        read_timeout: Seconds each read of a request may wait: a client that opens
+            connections and sends nothing holds none of the harness's threads for longer.
     """
 
-    def __init__(self, listen_port: int, upstream_port: int) -> None:
+    def __init__(
+        self, listen_port: int, upstream_port: int, read_timeout: float = READ_TIMEOUT
+    ) -> None:
         self.listen_port = listen_port
+        self.read_timeout = read_timeout
         self.upstream = f"http://127.0.0.1:{upstream_port}"
         self._slots = threading.BoundedSemaphore(MAX_CONCURRENT)
         self._server: ThreadingHTTPServer | None = None
@@ -89,6 +96,7 @@ class PrometheusProxy:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.0"
+            timeout = proxy.read_timeout
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 return

@@ -44,7 +44,7 @@ def relay(tmp_path: Path) -> Iterator[PrometheusProxy]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    proxy = PrometheusProxy(_free_port(), prom_port)
+    proxy = PrometheusProxy(_free_port(), prom_port, read_timeout=1.0)
     try:
         end = time.monotonic() + 20
         while True:
@@ -126,3 +126,16 @@ def test_rules_never_name_their_files(relay: PrometheusProxy) -> None:
     """The rules answer drops the rule files' paths, also for a query string."""
     answer = _raw(relay, b"GET /api/v1/rules?type=alert HTTP/1.0\r\n\r\n")
     assert b'"groups"' in answer and b"rules.yml" not in answer
+
+
+def test_a_silent_connection_is_hung_up(relay: PrometheusProxy) -> None:
+    """Connections that never finish their request are closed, not kept by harness threads.
+
+    Without a read timeout every half-sent request held a thread of the harness's process
+    forever: an agent could open them by the thousand and starve every trial it runs beside.
+    """
+    with socket.create_connection(("127.0.0.1", relay.listen_port), timeout=15) as s:
+        s.sendall(b"GET /api/v1/query?query=up HTTP/1.0\r\n")
+        start = time.monotonic()
+        assert s.recv(1024) == b""
+        assert time.monotonic() - start < 10
