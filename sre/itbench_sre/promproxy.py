@@ -26,6 +26,8 @@ ALLOWED = re.compile(
 )
 MAX_BODY = 64 * 1024
 MAX_CONCURRENT = 16
+#: Seconds a client may take to send its request (each read of it) before the relay hangs up.
+READ_TIMEOUT = 10.0
 
 
 def _without_files(data: bytes) -> bytes:
@@ -39,16 +41,31 @@ def _without_files(data: bytes) -> bytes:
         return b'{"status":"error","error":"unreadable answer"}'
 
 
+def _length(header: str | None) -> int | None:
+    """A request's ``Content-Length`` (0 when absent), or None when it is not a byte count.
+
+    A negative length would make the body be read to the end of the connection, past
+    :data:`MAX_BODY`.
+    """
+    text = (header or "0").strip()
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 class PrometheusProxy:
     """A read-only relay to one Prometheus.
 
     Args:
         listen_port: Port of 127.0.0.1 to serve on.
         upstream_port: Port of the environment's Prometheus on 127.0.0.1.
+        read_timeout: Seconds each read of a request may wait: a client that opens
+            connections and sends nothing holds none of the harness's threads for longer.
     """
 
-    def __init__(self, listen_port: int, upstream_port: int) -> None:
+    def __init__(
+        self, listen_port: int, upstream_port: int, read_timeout: float = READ_TIMEOUT
+    ) -> None:
         self.listen_port = listen_port
+        self.read_timeout = read_timeout
         self.upstream = f"http://127.0.0.1:{upstream_port}"
         self._slots = threading.BoundedSemaphore(MAX_CONCURRENT)
         self._server: ThreadingHTTPServer | None = None
@@ -79,6 +96,7 @@ class PrometheusProxy:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.0"
+            timeout = proxy.read_timeout
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 return
@@ -103,7 +121,10 @@ class PrometheusProxy:
                     return
                 body = None
                 if method == "POST":
-                    length = int(self.headers.get("Content-Length") or 0)
+                    length = _length(self.headers.get("Content-Length"))
+                    if length is None:
+                        self._refuse(400, "Content-Length must be a number of bytes")
+                        return
                     if length > MAX_BODY:
                         self._refuse(413, "request too large")
                         return
