@@ -74,7 +74,12 @@ def test_ray_gives_the_verdicts_of_the_local_executor(
             env=AUTH,
         )
         assert ray.returncode == 0, ray.stderr
-        assert _verdicts(tmp_path / f"{name}-ray") == _verdicts(tmp_path / f"{name}-local")
+        assert _verdicts(tmp_path / f"{name}-ray") == _verdicts(tmp_path / f"{name}-local"), [
+            (r["trial_id"], r["error"])
+            for run in ("ray", "local")
+            for r in results(tmp_path / f"{name}-{run}")
+            if r["error"]
+        ]
     noop = results(tmp_path / "noop-ray")
     assert {r["domain"] for r in noop} == {"sre", "ciso", "finops"} and len(noop) == 6
     assert {r["status"] for r in noop} == {"failed"}

@@ -358,7 +358,20 @@ def test_member_accounts_see_their_own_costs(
 @pytest.mark.parametrize(
     ("sid", "forms", "passes"),
     [
-        ("finops/autoscaling-web", {"web-tier": "oversized", "api-tier": "right"}, True),
+        # Every candidate waste: the first-pass rule (delete what is unattached) is enough.
+        (
+            "finops/idle-volumes",
+            {
+                "scratch-3": "old",
+                "restore-orders": "ticket_closed",
+                "restore-ledger": "ticket_closed",
+                "build-cache": "old",
+                "export-tmp": "old",
+            },
+            True,
+        ),
+        # A group held for an event in every draw: resizing every group harms it.
+        ("finops/autoscaling-web", {"web-tier": "oversized", "api-tier": "right"}, False),
         ("finops/idle-orphans", ORPHAN_FORMS, False),
     ],
 )

@@ -22,7 +22,8 @@ ANSWER = {
     "incident": True,
     "root_causes": ["cart"],
     "fault_type": "bad_release",
-    "propagation": [["cart", "frontend"], ["cart", "checkout"], ["checkout", "frontend"]],
+    # The spread the shop's metrics show in the fault window (see tests/test_llm_domains.py).
+    "propagation": [["cart", "frontend"]],
 }
 
 
@@ -68,8 +69,9 @@ def test_a_wrong_first_mitigation_is_undone_and_the_second_succeeds(tmp_path: Pa
             options={
                 "llm_model": "scripted",
                 "llm_base_url": model.url,
-                "stratus_validate_seconds": 12,
-                "stratus_quiet_seconds": 3,
+                # Long enough quiet that a fault whose alerts flap is not taken for fixed.
+                "stratus_validate_seconds": 30,
+                "stratus_quiet_seconds": 10,
             },
         )
     result = results[SCENARIO]
