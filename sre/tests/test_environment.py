@@ -66,7 +66,7 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
         assert len(up) == sum(s.replicas for s in topology.SERVICES) + 2
         assert all(float(s["value"]) == 1 for s in up)
         rules = a.shop.prom("/api/v1/rules", {})["groups"][0]["rules"]
-        assert {r["name"] for r in rules} >= {"HighErrorRate", "InstanceDown", "QueueBacklog"}
+        assert {r["name"] for r in rules} >= {"HighErrorRate", "InstanceDown", "Saturation"}
         # A loaded machine may raise a passing latency alert: the shop settles again.
         assert _wait(lambda: box.call("alerts") == [], 20)
         assert box.call("logs", service="frontend-service", limit=5)

@@ -1,0 +1,30 @@
+#!/bin/sh
+# Runs the test suites, one pytest process each (every domain's tests are a package named
+# `tests`). Usage: run-suites.sh PYTHON SERIAL_SUITES... -- PARALLEL_SUITES...
+# The serial suites run one after another (the SRE shops are sensitive to a busy machine); the
+# parallel ones (moto servers, Rego engines) run side by side, each with its output kept apart
+# and printed whole when it ends. Exits 1 when any suite fails.
+set -u
+py=$1
+shift
+rc=0
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+    "$py" -m pytest --durations=10 "$1" || rc=1
+    shift
+done
+[ $# -gt 0 ] && shift
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+i=0
+for s in "$@"; do
+    i=$((i + 1))
+    ( "$py" -m pytest --durations=10 "$s" >"$logs/$i.log" 2>&1; echo $? >"$logs/$i.rc" ) &
+done
+wait
+i=0
+for s in "$@"; do
+    i=$((i + 1))
+    cat "$logs/$i.log"
+    [ "$(cat "$logs/$i.rc")" = 0 ] || rc=1
+done
+exit $rc
