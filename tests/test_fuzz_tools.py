@@ -8,6 +8,7 @@ words are typed by the tool's schema or refused naming the parameter and the typ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -171,12 +172,17 @@ def requests(draw: st.DrawFn, token: str) -> bytes:
 
 def _exchange(server: ToolServer, data: bytes) -> bytes:
     url = urlsplit(server.url)
+    chunks = []
     with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
-        sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)  # a body shorter than announced ends here, not in 1 s
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
+        # The server may answer and close before the whole request is sent (a version it does
+        # not speak): what it answered is read all the same.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(data)
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_WR)  # a body shorter than announced ends here, not in 1 s
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
     return b"".join(chunks)
 
 

@@ -21,7 +21,7 @@ VALIDATED = [
 MITIGATION = [
     "sre/smoke-cart-bad-release",
     "sre/redis-down",
-    "sre/scaled-down",
+    "sre/hung-process",
 ]
 
 
