@@ -330,8 +330,11 @@ def test_inspect_export_is_read_back_by_inspect(llm_run: Run, tmp_path: Path) ->
         assert log.samples is not None and len(log.samples) == 3
         assert log.results is not None
         logs[log.results.scores[0].metrics["accuracy"].value] = (path, log)
-    assert sorted(logs) == [0.0, 1.0]
-    path, log = logs[1.0]
+    # The wrong answers pass nothing; the right ones everything (SRE's measured propagation
+    # aside, see test_right_answers_pass_and_wrong_ones_fail).
+    low, high = sorted(logs)
+    assert low == 0.0 and high >= 2 / 3
+    path, log = logs[high]
     assert log.samples is not None
     ciso = {s.id: s for s in log.samples}[SCENARIOS["ciso"]]
     assert ciso.epoch == 1 and ciso.scores is not None and ciso.scores["itbench"].value == 1.0
