@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -246,3 +247,14 @@ def test_the_committed_leaderboards_are_up_to_date(itbench: CliFn) -> None:
     """The tables in leaderboards/ are what `itbench leaderboard` builds from leaderboards/runs."""
     res = itbench("leaderboard", "--check")
     assert res.returncode == 0, res.stdout + res.stderr
+    repo = Path(__file__).resolve().parents[1]
+    if (repo / ".git").exists():
+        # A run kept on this disk but not in git would pass here and fail on a clean clone.
+        untracked = subprocess.run(
+            ["git", "ls-files", "--others", "leaderboards"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        assert not untracked, f"leaderboard files git does not track: {untracked}"
