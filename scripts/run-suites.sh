@@ -9,7 +9,7 @@ py=$1
 shift
 rc=0
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
-    "$py" -m pytest --durations=10 "$1" || rc=1
+    "$py" -m pytest --durations=10 --tb=short "$1" || rc=1
     shift
 done
 [ $# -gt 0 ] && shift
@@ -18,7 +18,7 @@ trap 'rm -rf "$logs"' EXIT
 i=0
 for s in "$@"; do
     i=$((i + 1))
-    ( "$py" -m pytest --durations=10 "$s" >"$logs/$i.log" 2>&1; echo $? >"$logs/$i.rc" ) &
+    ( "$py" -m pytest --durations=10 --tb=short "$s" >"$logs/$i.log" 2>&1; echo $? >"$logs/$i.rc" ) &
 done
 wait
 i=0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hmac
 import json
 import secrets
+import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -38,6 +39,7 @@ SECRET_KEY = _MotoServer.SECRET_KEY
 
 #: Seconds the identity check waits for an answer (a stopped server never answers).
 IDENTITY_TIMEOUT = 10.0
+EXIT_GRACE_S = 2.0
 
 
 class MotoServer(_MotoServer):
@@ -98,9 +100,17 @@ class MotoServer(_MotoServer):
         if proc.pid != self._pid:
             return [f"the AWS endpoint's process changed from pid {self._pid} to {proc.pid}"]
         code = proc.poll()
-        if code is not None:
-            return [f"the AWS endpoint (pid {self._pid}) exited with status {code}"]
-        return self.identity_problems(timeout)
+        if code is None:
+            found = self.identity_problems(timeout)
+            if not found:
+                return []
+            # A killed multi-threaded server closes its socket before the kernel lets it be
+            # reaped: give a dying process a moment, so its death is named, not its silence.
+            try:
+                code = proc.wait(timeout=EXIT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                return found
+        return [f"the AWS endpoint (pid {self._pid}) exited with status {code}"]
 
     def identity_problems(self, timeout: float = IDENTITY_TIMEOUT) -> list[str]:
         """Whether the port answers a fresh challenge as only this server's key can, or nothing.
