@@ -81,6 +81,8 @@ class EmbeddedShop(ShopBackend):
         self.shared: Path | None = None
         self.supervisord: ManagedProcess | None = None
         self.held: list[Any] = []
+        #: Instances of each service listed as scrape targets now (scaling changes them).
+        self.target_counts: dict[str, int] = {s.name: s.replicas for s in topology.SERVICES}
         self.sup = Supervisor(self.ctl / "supervisor.sock")  # moved to a short path in deploy()
         self._torn_down = False
         self.certs: dict[str, str] = {}
@@ -346,7 +348,7 @@ class EmbeddedShop(ShopBackend):
                     f"127.0.0.1:{self.instance_port(i)}" for i in topology.instances("frontend")
                 ],
                 "rate": self.workload_rate,
-                "workers": 4,
+                "workers": 64,
                 "timeout": 3.0,
                 "outcomes": str(self.ctl / "outcomes.jsonl"),
             }
@@ -489,14 +491,15 @@ class EmbeddedShop(ShopBackend):
         raise InfrastructureError("shop not ready: the workload is not being served")
 
     def scraping(self) -> bool:
-        """Whether Prometheus scrapes every baseline target and has evaluated its rules."""
+        """Whether Prometheus scrapes every target listed now and has evaluated its rules."""
         if not self.prom_ready():
             return False
         try:
             up = self.prom("/api/v1/query", {"query": "count(up)"})
         except RuntimeError:
             return False
-        want = sum(s.replicas for s in topology.SERVICES) + 2
+        # The targets listed now, not the baseline's: a scaled-down service lists fewer.
+        want = sum(self.target_counts.values()) + 2
         return bool(up.get("result")) and float(up["result"][0]["value"][1]) >= want
 
     def prom_ready(self, timeout: float = 1.0) -> bool:
@@ -542,6 +545,7 @@ class EmbeddedShop(ShopBackend):
             files[str(self.ctl / "links.json")] = json.dumps(changes.links)
         for service, count in changes.target_counts.items():
             files[str(self._targets_path(service))] = self._targets(service, count)
+            self.target_counts[service] = count
         bundle = ""
         if files:
             path = self.ctl / "changes" / f"{uuid.uuid4().hex[:8]}.tar.gz"
@@ -652,6 +656,7 @@ class EmbeddedShop(ShopBackend):
             else:
                 self.sup.stop(inst)
         self._targets_path(service).write_text(self._targets(service, replicas))
+        self.target_counts[service] = replicas
         self._record_children()
 
     # --- revisions -------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Background shoppers: ``python -m itbench_sre.app.loadgen CONFIG``.
 
-Drives a steady request mix against the frontend replicas (a client-side load balancer that
-skips replicas refusing connections) and appends every request's outcome to a JSON-lines file:
-the workload oracle of the evaluator. Also exports its own Prometheus metrics.
+Sends a request mix arriving at a steady rate (an open workload) to the frontend replicas
+(a client-side load balancer that skips replicas refusing connections) and appends every
+request's outcome to a JSON-lines file: the workload oracle of the evaluator. Also exports its
+own Prometheus metrics.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import queue
 import random
 import sys
 import threading
@@ -74,16 +76,32 @@ def _watch(path: Path, cfg: dict[str, Any]) -> None:
             continue
 
 
-def _worker(
-    cfg: dict[str, Any], out: Any, lock: threading.Lock, rr: itertools.count[int], n: int
-) -> None:
+def _arrivals(cfg: dict[str, Any], pending: queue.Queue[str]) -> None:
+    """Shoppers arrive at the offered rate whatever the shop's latency (an open workload).
+
+    A slow or hung service therefore cannot starve the other routes of their traffic, as it
+    would if each shopper waited for the last answer before the next request. When every
+    sender is busy the arrival waits for one (the queue is bounded).
+    """
     kinds = [k for k, w in MIX for _ in range(w)]
-    rnd = random.Random(n)
-    time.sleep(rnd.random() * float(cfg["workers"]) / float(cfg["rate"]))
+    rnd = random.Random(0)
     while True:
-        interval = float(cfg["workers"]) / float(cfg["rate"])
+        time.sleep(rnd.expovariate(float(cfg["rate"])))
+        pending.put(rnd.choice(kinds))
+
+
+def _sender(
+    cfg: dict[str, Any],
+    pending: queue.Queue[str],
+    out: Any,
+    lock: threading.Lock,
+    rr: itertools.count[int],
+    n: int,
+) -> None:
+    rnd = random.Random(n)
+    while True:
+        kind = pending.get()
         t0 = time.time()
-        kind = rnd.choice(kinds)
         status = _request(
             cfg["targets"], rr, kind, f"user{rnd.randint(1, 50)}", float(cfg["timeout"])
         )
@@ -100,7 +118,6 @@ def _worker(
         }
         with lock:
             out.write(json.dumps(rec) + "\n")
-        time.sleep(max(0.0, interval - elapsed) * (0.5 + rnd.random()))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -111,11 +128,14 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(cfg["outcomes"]).open("a", encoding="utf-8", buffering=1)  # noqa: SIM115 - open for the life of the process
     lock = threading.Lock()
     rr = itertools.count()
+    senders = int(cfg["workers"])
+    pending: queue.Queue[str] = queue.Queue(maxsize=senders)
     threading.Thread(target=_watch, args=(Path(args[0]), cfg), daemon=True).start()
     threads = [
-        threading.Thread(target=_worker, args=(cfg, out, lock, rr, i), daemon=True)
-        for i in range(int(cfg["workers"]))
+        threading.Thread(target=_sender, args=(cfg, pending, out, lock, rr, i), daemon=True)
+        for i in range(senders)
     ]
+    threads.append(threading.Thread(target=_arrivals, args=(cfg, pending), daemon=True))
     for t in threads:
         t.start()
     for t in threads:
