@@ -88,9 +88,6 @@ def _check_feasible(ray: Any, trials: list[PlannedTrial], job: TrialJob) -> None
 class RayExecutor(Executor):
     """Runs each trial as a Ray task; see the module docstring."""
 
-    def __init__(self, workers: int = 1) -> None:
-        self.workers = max(1, workers)
-
     def run(
         self,
         trials: list[PlannedTrial],

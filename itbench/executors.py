@@ -61,7 +61,14 @@ class TrialJob(Protocol):
 
 
 class Executor(ABC):
-    """Runs trials and reports each result as soon as it is known."""
+    """Runs trials and reports each result as soon as it is known.
+
+    Args:
+        workers: Trials run at once (``--workers``; at least 1).
+    """
+
+    def __init__(self, workers: int = 1) -> None:
+        self.workers = max(1, workers)
 
     @abstractmethod
     def run(
@@ -95,9 +102,6 @@ class LocalExecutor(Executor):
     Environments are external processes, so threads suffice; every slot has its own port
     block and the trial directories are distinct.
     """
-
-    def __init__(self, workers: int = 1) -> None:
-        self.workers = max(1, workers)
 
     def run(
         self,

@@ -550,20 +550,26 @@ class RemoteTrial:
         """Run ``trial`` here; ``None`` when the task was cancelled (its trial torn down)."""
         runner = self.runner()
         box: dict[str, TrialResult | None] = {}
-        thread = threading.Thread(
-            target=lambda: box.update(result=runner.run_trial(trial, 0)),
-            name=f"trial-{trial.trial_id}",
-            daemon=True,
-        )
+        # An event, not Thread.join: a join cut by KeyboardInterrupt can leave is_alive()
+        # False while the thread still runs, and the trial's teardown would be abandoned.
+        done = threading.Event()
+
+        def target() -> None:
+            try:
+                box["result"] = runner.run_trial(trial, 0)
+            finally:
+                done.set()
+
+        thread = threading.Thread(target=target, name=f"trial-{trial.trial_id}", daemon=True)
         thread.start()
         try:
-            while thread.is_alive():
-                thread.join(timeout=0.1)
+            while not done.wait(timeout=0.1):
+                pass
         except KeyboardInterrupt:
             # The driver cancelled the task: the trial sees the cancel, stops its agent and
             # tears its environment down before the task ends.
             runner.cancel.set()
-            thread.join(timeout=AGENT_STOP_GRACE + 60)
+            done.wait(timeout=AGENT_STOP_GRACE + 60)
             return None
         result = box.get("result")
         return result.model_dump_json() if result is not None else None

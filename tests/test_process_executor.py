@@ -1,0 +1,157 @@
+"""The process executor: each worker a process; same verdicts, lost workers retried, clean stops."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import ITBENCH, CliFn, _env, results
+
+
+def _verdicts(run: Path) -> dict[str, str]:
+    return {r["trial_id"]: r["status"] for r in results(run)}
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (the driver's worker processes)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _left_behind(run: Path) -> list[int]:
+    """Processes whose command line names the run directory (environment daemons)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if str(run).encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_processes_give_the_verdicts_of_threads(itbench: CliFn, tmp_path: Path) -> None:
+    """A real domain (FinOps, oracle and noop) and the toy plugin's scenarios, two trials each."""
+    for select in (
+        ["--agent", "oracle", "--tag", "smoke", "--domain", "finops"],
+        ["--agent", "noop", "--tag", "smoke", "--domain", "finops"],
+        ["--agent", "toy/solver", "-s", "toy/*"],
+        ["--agent", "toy/crasher", "-s", "toy/*"],
+    ):
+        name = select[1].replace("/", "-")
+        common = ["evaluate", *select, "--trials", "2", "--workers", "2"]
+        threads = itbench(*common, "--out", f"{name}-threads", timeout=600)
+        assert threads.returncode in (0, 1), threads.stderr
+        procs = itbench(*common, "--executor", "processes", "--out", f"{name}-procs", timeout=600)
+        assert procs.returncode == threads.returncode, procs.stderr
+        got = _verdicts(tmp_path / f"{name}-procs")
+        assert got == _verdicts(tmp_path / f"{name}-threads") and got, procs.stderr
+    assert set(_verdicts(tmp_path / "oracle-procs").values()) == {"passed"}
+    assert set(_verdicts(tmp_path / "noop-procs").values()) == {"failed"}
+
+
+def test_a_killed_worker_is_retried_and_no_trial_is_lost(
+    plugin_site: Path, tmp_path: Path
+) -> None:
+    env = _env(plugin_site, {"ITBENCH_STATE_DIR": str(tmp_path / "state")})
+    args = ["evaluate", "--agent", "toy/slow", "-s", "toy/[hr]*", "--trials", "2"]
+    args += ["--option", "harness_server=detached", "--option", "setup_delay=0.5"]
+    args += ["--executor", "processes", "--workers", "2", "--out", "r"]
+    proc = subprocess.Popen(
+        [*ITBENCH, *args], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    run = tmp_path / "r"
+    killed = None
+    end = time.monotonic() + 240
+    while killed is None and time.monotonic() < end and proc.poll() is None:
+        trials = run / "trials"
+        busy = (
+            [d for d in trials.iterdir() if (d / "task.json").exists()] if trials.is_dir() else []
+        )
+        workers = _children(proc.pid)
+        if busy and workers:
+            killed = workers[0]
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.05)
+    assert killed is not None, "no trial was caught in flight"
+    assert proc.wait(timeout=600) in (0, 1), proc.stderr.read() if proc.stderr else ""
+    rows = results(run)
+    ids = [r["trial_id"] for r in rows]
+    assert len(ids) == 8 and len(set(ids)) == 8  # every trial recorded, once
+    statuses = {r["status"] for r in rows}
+    assert statuses <= {"passed", "error"} and "passed" in statuses
+    errors = [r["error"] for r in rows if r["status"] == "error"]
+    assert all("worker lost twice" in (e or "") for e in errors), errors
+    # What the killed attempt left (its daemon, its directories) was removed before the retry.
+    assert _left_behind(run) == []
+    assert {d.name for d in (run / "trials").iterdir()} == {r["handle"] for r in rows}
+
+
+def test_sigterm_tears_down_in_flight_trials_and_resume_finishes(
+    plugin_site: Path, tmp_path: Path
+) -> None:
+    env = _env(plugin_site, {"ITBENCH_STATE_DIR": str(tmp_path / "state")})
+    args = ["evaluate", "--agent", "toy/slow", "-s", "toy/[hr]*", "--trials", "2"]
+    args += ["--option", "harness_server=detached", "--option", "setup_delay=0.5"]
+    args += ["--executor", "processes", "--workers", "2", "--out", "r"]
+    proc = subprocess.Popen(
+        [*ITBENCH, *args], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    run = tmp_path / "r"
+    end = time.monotonic() + 240
+    while time.monotonic() < end and proc.poll() is None:
+        trials = run / "trials"
+        if trials.is_dir() and any((d / "task.json").exists() for d in trials.iterdir()):
+            break
+        time.sleep(0.05)
+    workers = _children(proc.pid)
+    assert workers, "no worker process was running"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=180) == 130, proc.stderr.read() if proc.stderr else ""
+    # The workers tore their trials down and ended with the run (multiprocessing's resource
+    # tracker, a child too, ends moments after the driver).
+    end = time.monotonic() + 10
+    while [p for p in workers if _alive(p)] and time.monotonic() < end:
+        time.sleep(0.1)
+    assert [(p, _cmdline(p)) for p in workers if _alive(p)] == []
+    assert _left_behind(run) == []
+    done = len(results(run)) if (run / "results.jsonl").exists() else 0
+    assert done < 8
+    resumed = subprocess.run(
+        [*ITBENCH, "evaluate", "--resume", "r"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    ids = [r["trial_id"] for r in results(run)]
+    assert len(ids) == 8 and len(set(ids)) == 8
+    assert _left_behind(run) == []
