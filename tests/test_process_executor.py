@@ -76,9 +76,7 @@ def test_processes_give_the_verdicts_of_threads(itbench: CliFn, tmp_path: Path) 
     assert set(_verdicts(tmp_path / "noop-procs").values()) == {"failed"}
 
 
-def test_a_killed_worker_is_retried_and_no_trial_is_lost(
-    plugin_site: Path, tmp_path: Path
-) -> None:
+def test_a_killed_worker_is_retried_and_no_trial_is_lost(plugin_site: Path, tmp_path: Path) -> None:
     env = _env(plugin_site, {"ITBENCH_STATE_DIR": str(tmp_path / "state")})
     args = ["evaluate", "--agent", "toy/slow", "-s", "toy/[hr]*", "--trials", "2"]
     args += ["--option", "harness_server=detached", "--option", "setup_delay=0.5"]
