@@ -4,11 +4,15 @@ example does not show, and a policy fitted to that example fails every check."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 from itbench_ciso.checks import cloud, k8s, linux
 from itbench_ciso.checks.base import Variant
+from itbench_ciso.checks.linux_host import DPKG_STATUS
 from itbench_ciso.engine import WorkerEngine
 from itbench_ciso.families.kubernetes import flagged_ids
 from itbench_ciso.spec import CisoSpec
@@ -183,3 +187,35 @@ def test_a_verdict_fitted_to_the_visible_hosts_and_accounts_fails_every_check(
         _, hidden = _variants(spec, 4)
         fitted = [shown in v.notes for v in hidden]
         assert fitted != [not v.compliant for v in hidden], spec.id
+
+
+@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="no dpkg-query on this machine")
+@pytest.mark.parametrize("seed", range(12))
+def test_the_package_model_reads_the_database_as_dpkg_does(
+    catalog: Catalog, seed: int, tmp_path: Path
+) -> None:
+    """Every hidden host of linux-packages: the ground truth's installed set is dpkg's own.
+
+    A bad and a near-miss mutation of one package on one host (installed, then purged) once
+    labelled a host non-compliant that dpkg (the last stanza wins) reads as clean.
+    """
+    spec = catalog.scenarios["ciso/linux-packages"]
+    assert isinstance(spec, CisoSpec)
+    shown, hidden = _variants(spec, seed)
+    for variant in [*shown, *hidden]:
+        admin = tmp_path / variant.name
+        (admin / "info").mkdir(parents=True)
+        (admin / "updates").mkdir()
+        (admin / "status").write_text(variant.data[DPKG_STATUS].content, encoding="utf-8")
+        out = subprocess.run(
+            ["dpkg-query", f"--admindir={admin}", "-W", "-f=${Package} ${Status}\\n"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        real = {
+            line.split()[0]
+            for line in out.splitlines()
+            if len(line.split()) == 4 and line.split()[3] not in ("not-installed", "config-files")
+        }
+        assert linux.installed_packages(variant.data) == real, (variant.name, variant.notes)

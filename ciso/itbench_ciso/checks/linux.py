@@ -333,22 +333,26 @@ FORBIDDEN_PACKAGES = (
 
 
 def installed_packages(host: Host) -> set[str]:
-    """Packages of the dpkg database whose state is neither not-installed nor config-files."""
-    out = set()
+    """Packages of the dpkg database whose state is neither not-installed nor config-files.
+
+    A package listed twice (same architecture) has the state of its last stanza, as dpkg
+    reads the database.
+    """
+    last: dict[tuple[str, str], list[str]] = {}
     for stanza in _content(host, DPKG_STATUS).split("\n\n"):
         fields = dict(
             line.split(": ", 1)
             for line in stanza.split("\n")
             if ": " in line and not line.startswith(" ")
         )
-        status = fields.get("Status", "").split()
-        if (
-            "Package" in fields
-            and len(status) == 3
-            and status[2] not in ("not-installed", "config-files")
-        ):
-            out.add(fields["Package"])
-    return out
+        if "Package" in fields:
+            key = (fields["Package"], fields.get("Architecture", ""))
+            last[key] = fields.get("Status", "").split()
+    return {
+        name
+        for (name, _), status in last.items()
+        if len(status) == 3 and status[2] not in ("not-installed", "config-files")
+    }
 
 
 def packages_ok(host: Host) -> bool:

@@ -350,12 +350,14 @@ def playbook_for(
     """
     tasks = []
     if modes:
+        # One find per host, not a stat per file: each module run costs a Python start.
         tasks.append(
             """    - name: Read the permissions of the files the requirement concerns
-      ansible.builtin.stat:
-        path: "{{ host_root }}{{ item }}"
-        get_checksum: false
-      loop: "{{ stat_paths }}"
+      ansible.builtin.find:
+        paths: "{{ stat_paths | map('dirname') | unique | map('regex_replace', '^', host_root) | list }}"
+        patterns: "{{ stat_paths | map('basename') | unique | list }}"
+        file_type: any
+        hidden: true
       register: stats
 """
         )
@@ -396,8 +398,10 @@ def playbook_for(
     ]
     if modes:
         parts.append(
-            "modes: \"{{ dict(stats.results | selectattr('stat.exists') | map(attribute='item')"
-            " | zip(stats.results | selectattr('stat.exists') | map(attribute='stat.mode'))) }}\""
+            "modes: \"{{ dict(stats.files | map(attribute='path')"
+            " | map('regex_replace', '^' ~ (host_root | regex_escape), '')"
+            " | zip(stats.files | map(attribute='mode'))) | dict2items"
+            " | selectattr('key', 'in', stat_paths) | items2dict }}\""
         )
     if listing:
         parts.append(
