@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import secrets
+import signal
 import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from itbench.aws_server import ADMIN_HEADER, TOKEN_ENV
+from itbench.aws_server import ADMIN_HEADER, PRELOAD_ENV, STANDBY_FLAG, TOKEN_ENV
 from itbench.errors import InfrastructureError
 from itbench.process import ManagedProcess, wait_for_port
 
@@ -37,6 +38,11 @@ class AwsEndpoint:
         module: The Python module run as the server (``python -m MODULE -H HOST -p PORT``); by
             default :mod:`itbench.aws_server` (moto with its admin API kept for the harness); a
             domain that extends moto's API passes its own.
+        name: The process's name (log and pid files).
+        preload: Services whose moto backends the server imports before serving (the first
+            call to a service otherwise pays for its import).
+        standby: Launch ready but unbound: the port is bound only by :meth:`activate` (a
+            replacement made ready while the current server still holds the port).
     """
 
     REGION = REGION
@@ -44,13 +50,23 @@ class AwsEndpoint:
     ACCESS_KEY = ACCESS_KEY
     SECRET_KEY = SECRET_KEY
 
-    def __init__(self, port: int, trial_dir: Path, module: str = "itbench.aws_server") -> None:
+    def __init__(
+        self,
+        port: int,
+        trial_dir: Path,
+        module: str = "itbench.aws_server",
+        *,
+        name: str = "aws-endpoint",
+        preload: tuple[str, ...] = (),
+        standby: bool = False,
+    ) -> None:
         self.port = port
         self.trial_dir = trial_dir
         self._token = secrets.token_hex(16)
+        argv = [sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(port)]
         self.process = ManagedProcess(
-            "aws-endpoint",
-            [sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(port)],
+            name,
+            [*argv, STANDBY_FLAG] if standby else argv,
             trial_dir,
             # Keep the server from reading a developer's AWS config or making outbound calls.
             env={
@@ -61,6 +77,7 @@ class AwsEndpoint:
                 "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
                 "PYTHONDONTWRITEBYTECODE": "1",
                 TOKEN_ENV: self._token,
+                PRELOAD_ENV: ",".join(preload),
             },
         )
 
@@ -91,6 +108,20 @@ class AwsEndpoint:
             raise InfrastructureError(
                 f"AWS endpoint on port {self.port}: {exc}; log: {self.process.log_tail()}"
             ) from None
+
+    def activate(self, timeout: float = 30.0) -> None:
+        """Let a server launched with ``standby=True`` bind its port, and wait until it listens.
+
+        Raises:
+            InfrastructureError: it is not running, or did not open its port in time.
+        """
+        proc = self.process.proc
+        if proc is None or proc.poll() is not None:
+            raise InfrastructureError(
+                f"the standby AWS endpoint for port {self.port} is not running"
+            )
+        proc.send_signal(signal.SIGUSR1)
+        self.wait(timeout)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the server (idempotent); SIGKILL if it lingers past ``timeout``."""

@@ -11,7 +11,9 @@ Imported only in that subprocess, which runs in a domain distribution that depen
 from __future__ import annotations
 
 import hmac
+import importlib
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -20,6 +22,10 @@ from typing import Any
 ADMIN_HEADER = "X-Itbench-Admin"
 #: The environment variable the token is handed over in.
 TOKEN_ENV = "ITBENCH_AWS_ADMIN_TOKEN"
+#: Services whose moto backends the server imports before it serves (comma-separated).
+PRELOAD_ENV = "ITBENCH_AWS_PRELOAD"
+#: Start ready but unbound, until SIGUSR1 (see :func:`main`).
+STANDBY_FLAG = "--standby"
 
 _ADMIN_KEY = "HTTP_" + ADMIN_HEADER.upper().replace("-", "_")
 _ACCOUNT_KEY = "HTTP_X_MOTO_ACCOUNT_ID"
@@ -48,14 +54,31 @@ def guard(token: str) -> None:
 
 
 def main() -> None:
-    """Start moto's server behind the guard."""
+    """Start moto's server behind the guard.
+
+    With ``--standby`` the process imports moto and the backends named in
+    :data:`PRELOAD_ENV` (comma-separated services), then waits for SIGUSR1 before it binds
+    its port: a server made ready while its predecessor still holds the port.
+    """
     token = os.environ.pop(TOKEN_ENV, "")
     if not token:
         sys.exit(f"{TOKEN_ENV} is not set")
+    argv = sys.argv[1:]
+    standby = STANDBY_FLAG in argv
+    if standby:
+        argv.remove(STANDBY_FLAG)
+        # Blocked before the imports, so a signal sent early is kept, not fatal.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
     guard(token)
     from moto.server import main as moto_main
 
-    moto_main(sys.argv[1:])
+    for service in filter(None, os.environ.pop(PRELOAD_ENV, "").split(",")):
+        importlib.import_module(f"moto.{service}.urls")
+        importlib.import_module(f"moto.{service}.models")
+    if standby:
+        signal.sigwait({signal.SIGUSR1})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+    moto_main(argv)
 
 
 if __name__ == "__main__":

@@ -57,10 +57,11 @@ class MotoServer(_MotoServer):
     Args:
         port: TCP port from the trial's block.
         trial_dir: Where the log and pid file go.
+        **options: The core endpoint's keyword options (``name``, ``preload``, ``standby``).
     """
 
-    def __init__(self, port: int, trial_dir: Path) -> None:
-        super().__init__(port, trial_dir)
+    def __init__(self, port: int, trial_dir: Path, **options: Any) -> None:
+        super().__init__(port, trial_dir, **options)
         self._lock = threading.Lock()
         self._clients: dict[tuple[str, str, str], Any] = {}
 

@@ -24,6 +24,8 @@ PUBLIC_ACLS = ("public-read", "public-read-write", "authenticated-read")
 OTHER_REGION = "eu-west-1"
 #: The regions every account operates in (the task context names them).
 REGIONS = ("us-east-1", OTHER_REGION)
+#: The AWS services an account plan uses (their moto backends are loaded ahead of judging).
+SERVICES = ("s3", "ec2", "iam", "cloudtrail", "sts")
 #: Event selectors of a trail that records every management event.
 ALL_MANAGEMENT = [{"ReadWriteType": "All", "IncludeManagementEvents": True}]
 FULL_BLOCK = {

@@ -29,6 +29,8 @@ class CloudRuntime(Runtime):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.server = MotoServer(self.ctx.port(PORT_AWS), self.ctx.trial_dir)
+        #: The judge's fresh endpoint, made ready during the agent's turn (see :meth:`judge`).
+        self.spare: MotoServer | None = None
         self.runs = 0
         self.last_evidence: Any = {}
 
@@ -60,10 +62,43 @@ class CloudRuntime(Runtime):
                 f"seeding the account failed: {type(exc).__name__}: {exc}; "
                 f"log: {self.server.process.log_tail()}"
             ) from exc
+        # Imports done while the agent works; bound only once the agent's server is gone.
+        self.spare = MotoServer(
+            self.server.port,
+            self.ctx.trial_dir,
+            name="aws-endpoint-judge",
+            preload=cloud.SERVICES,
+            standby=True,
+        )
+        self.spare.launch()
 
     def teardown(self) -> None:
-        """Stop the endpoint."""
+        """Stop the endpoints."""
+        try:
+            self.server.stop()
+        finally:
+            if self.spare is not None:
+                self.spare.stop()
+
+    def _fresh_server(self) -> None:
+        """Replace the agent's endpoint by a fresh one on the same port (no state survives).
+
+        The spare launched at setup when it is still waiting and the port is free once the
+        agent's server stopped; otherwise a new server, as before.
+        """
         self.server.stop()
+        spare, self.spare = self.spare, None
+        if spare is not None and spare.alive() and not port_open(spare.port):
+            try:
+                spare.activate()
+            except InfrastructureError:
+                spare.stop()
+            else:
+                self.server = spare
+                return
+        elif spare is not None:
+            spare.stop()
+        self.server.start()
 
     def harness_problems(self) -> list[str]:
         """The AWS endpoint must still be the server setup started, listening on its port."""
@@ -158,7 +193,7 @@ class CloudRuntime(Runtime):
         error = self.compile_policy(modules)
         # A fresh server: nothing the agent did to the endpoint (its state, its configuration
         # through moto's own API) reaches the hidden accounts.
-        self.server.restart()
+        self._fresh_server()
         rng = random.Random(self.ctx.secret_seed("ciso:hidden-accounts"))
         accounts = {v.name: f"{rng.randrange(10**11, 10**12)}" for v in self.hidden}
 
