@@ -293,10 +293,35 @@ def test_judging_uses_a_fresh_endpoint(
             urllib.request.urlopen(other, timeout=10)
         assert refused.value.code == 403
         before = env.runtime.server.process.proc.pid  # type: ignore[union-attr]
+        spare = env.runtime.spare.process.proc.pid  # type: ignore[union-attr]
         result = domain.evaluate(spec, env, domain.oracle(spec, task, toolbox), toolbox, ctx)
         after = env.runtime.server.process.proc.pid  # type: ignore[union-attr]
     assert result.passed, result.details
-    assert before != after
+    # The spare launched at setup, woken once the agent's server was gone.
+    assert before != after == spare
+
+
+@pytest.mark.parametrize("how", ["woken early", "killed"])
+def test_a_spare_endpoint_tampered_with_is_not_the_judge_s(
+    domain: CisoDomain, catalog: Catalog, tmp_path: Path, how: str
+) -> None:
+    """The judge's endpoint waits unbound during the agent's turn; an agent that wakes it
+    while its own server holds the port, or kills it, only costs the judge a fresh start."""
+    spec = catalog.scenarios["ciso/cloud-s3-versioning"]
+    assert isinstance(spec, CisoSpec)
+    with live(domain, spec, tmp_path) as (env, ctx):
+        toolbox, task = toolbox_and_task(domain, spec, env, ctx)
+        spare = env.runtime.spare  # type: ignore[union-attr]
+        assert spare is not None and spare.alive()
+        assert spare.process.proc is not None
+        spare.process.proc.send_signal(signal.SIGUSR1 if how == "woken early" else signal.SIGKILL)
+        spare.process.proc.wait(timeout=60)  # the port is taken: the woken spare exits
+        assert env.harness_problems() == []
+        result = domain.evaluate(spec, env, domain.oracle(spec, task, toolbox), toolbox, ctx)
+        server = env.runtime.server  # type: ignore[union-attr]
+    assert result.passed, result.details
+    assert server is not spare and server.process.proc is not None
+    assert server.process.proc.pid != spare.process.proc.pid
 
 
 # --- secrets, fingerprints ---------------------------------------------------------------------
