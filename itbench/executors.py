@@ -59,6 +59,10 @@ class TrialJob(Protocol):
         """An ``error`` result for a trial that could not be run (a lost worker, ...)."""
         ...
 
+    def plugin_problem(self, plugin: str, reason: str, hook: str | None = None) -> None:
+        """Record a plugin problem raised in another process (printed with the run's)."""
+        ...
+
 
 class Executor(ABC):
     """Runs trials and reports each result as soon as it is known.

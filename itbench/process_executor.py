@@ -6,86 +6,132 @@ The local executor runs trials in threads of one interpreter, so the harness's o
 parallel on as many cores.
 
 - Each worker rebuilds the run's runner from its config (plugins are loaded by name: a plugin
-  registered only in the driver's memory is not seen) and runs one trial at a time; the driver
-  alone appends to ``results.jsonl`` as results come back.
-- A worker that dies (killed, out of memory) loses its trial: what the attempt left is stopped
-  and removed from harness-only records, and the trial runs once more; lost again, it is
-  recorded as ``error`` with the reason.
-- Ctrl-C (or SIGTERM) interrupts each worker once: its trial stops its agent and tears its
-  environment down before the worker exits. A worker whose driver dies is interrupted the
-  same way by the kernel (``PR_SET_PDEATHSIG``).
+  registered only in the driver's memory is not seen, and its trials are recorded as ``error``
+  saying so) and runs one trial at a time; the driver alone appends to ``results.jsonl``.
+- Workers are programs of their own (``python -m itbench.process_executor``, never a re-import
+  of the caller's main module) in sessions of their own: a terminal's Ctrl-C reaches the
+  driver alone, which stops each worker once with SIGTERM; the worker's trial stops its agent and tears its
+  environment down before the worker exits. A worker whose driver dies gets the same signal
+  from the kernel (``PR_SET_PDEATHSIG``).
+- A worker that dies or answers for no trial of its own loses its trial: what the attempt left
+  is stopped and removed from harness-only records, and the trial runs once more; lost again,
+  it is recorded as ``error`` with the reason. Nothing a trial does makes it vanish.
+- Answers travel as JSON over the worker's pipe, which no program the trial starts inherits.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import multiprocessing
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any
 
-from itbench.executors import Executor, PortableTrial, ResultFn, TrialJob
+from itbench.errors import UsageError
+from itbench.executors import Executor, ResultFn, TrialJob
 
 if TYPE_CHECKING:
-    from multiprocessing.process import BaseProcess
-
     from itbench.plan import PlannedTrial
+    from itbench.runner import RemoteTrial
 
-#: Seconds interrupted workers get to tear their trials down before they are killed.
-CANCEL_GRACE = 90.0
+#: Seconds stopped workers get to tear their trials down before they are killed.
+CANCEL_GRACE = 300.0
+#: Largest answer a worker may send (a trial's result is a few kilobytes).
+ANSWER_LIMIT = 16 * 2**20
 _PR_SET_PDEATHSIG = 1
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def _interrupt_once(signum: int, frame: Any) -> None:
-    """The first SIGINT interrupts the trial; later ones must not cut its teardown short."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _stop_once(signum: int, frame: Any) -> None:
+    """The first stop signal interrupts the trial; later ones must not cut its teardown short."""
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
-def _die_with_parent() -> None:
+def _isolate() -> None:
+    """Stop signals handled once, death with the driver, no inheritable descriptors."""
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, _stop_once)
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGINT), 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2:
+            with contextlib.suppress(OSError):
+                os.set_inheritable(fd, False)
 
 
-def _serve(conn: Connection, portable: PortableTrial, parent: int) -> None:
-    """A worker's loop: run each trial sent, answer ``("result", json | None)`` or an error."""
-    signal.signal(signal.SIGINT, _interrupt_once)
-    signal.signal(signal.SIGTERM, _interrupt_once)
-    _die_with_parent()
-    if os.getppid() != parent:  # the driver died before the death signal was armed
+def _answer(conn: Connection, answer: dict[str, Any]) -> bool:
+    try:
+        conn.send_bytes(json.dumps(answer).encode())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _serve(requests: Connection, answers: Connection, parent: int) -> None:
+    """A worker's loop: the run's portable trial first, then each trial sent, answered as JSON."""
+    try:
+        _isolate()
+        if os.getppid() != parent:  # the driver died before the death signal was armed
+            return
+        portable: RemoteTrial = requests.recv()
+        reported = 0
+        while True:
+            trial = requests.recv()
+            if trial is None:
+                return
+            answer: dict[str, Any] = {"trial_id": trial.trial_id}
+            try:
+                answer["result"] = portable(trial)
+            except KeyboardInterrupt:
+                answer["result"] = None
+            except BaseException as exc:  # the harness's own failure: the trial's error
+                answer["failed"] = f"{type(exc).__name__}: {exc}"
+            problems = portable.problems()
+            answer["problems"], reported = problems[reported:], len(problems)
+            if not _answer(answers, answer) or answer.get("result", "") is None:
+                return  # the driver is gone, or the run is stopping
+    except (KeyboardInterrupt, EOFError, OSError):
         return
-    while True:
-        try:
-            trial = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            return
-        if trial is None:
-            return
-        try:
-            answer: tuple[str, str | None] = ("result", portable(trial))
-        except KeyboardInterrupt:
-            answer = ("result", None)
-        except BaseException as exc:  # a harness bug: reported as the trial's error
-            answer = ("failed", f"{type(exc).__name__}: {exc}")
-        try:
-            conn.send(answer)
-        except (OSError, ValueError):
-            return
-        if answer[1] is None:
-            return  # interrupted: the run is ending
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m itbench.process_executor REQUESTS_FD ANSWERS_FD DRIVER_PID`` (a worker)."""
+    args = argv if argv is not None else sys.argv[1:]
+    requests = Connection(int(args[0]), writable=False)
+    answers = Connection(int(args[1]), readable=False)
+    _serve(requests, answers, int(args[2]))
 
 
 @dataclass
 class _Worker:
-    process: BaseProcess
-    conn: Connection
+    process: subprocess.Popen[bytes]
+    requests: Connection
+    conn: Connection  # the answers
     trial: PlannedTrial | None = None
     attempt: int = 0
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+
+    def close(self) -> None:
+        self.requests.close()
+        self.conn.close()
 
 
 class ProcessExecutor(Executor):
@@ -101,21 +147,35 @@ class ProcessExecutor(Executor):
         """Hand trials to worker processes and record each result in the calling thread."""
         if not trials:
             return
-        ctx = multiprocessing.get_context("spawn")
         portable = run_trial.portable()
         queue: list[tuple[PlannedTrial, int]] = [(t, 0) for t in reversed(trials)]
         workers: list[_Worker] = []
 
-        def start() -> _Worker:
-            ours, theirs = ctx.Pipe()
-            proc = ctx.Process(
-                target=_serve, args=(theirs, portable, os.getpid()), name="itbench-worker"
+        def start() -> None:
+            req_r, req_w = os.pipe()
+            ans_r, ans_w = os.pipe()
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "itbench.process_executor"]
+                    + [str(req_r), str(ans_w), str(os.getpid())],
+                    pass_fds=(req_r, ans_w),
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                for fd in (req_r, req_w, ans_r, ans_w):
+                    os.close(fd)
+                if not workers:
+                    raise UsageError(f"cannot start a worker process: {exc}") from None
+                return  # fewer workers than asked: the others carry on
+            os.close(req_r)
+            os.close(ans_w)
+            worker = _Worker(
+                proc, Connection(req_w, readable=False), Connection(ans_r, writable=False)
             )
-            proc.start()
-            theirs.close()
-            worker = _Worker(proc, ours)
             workers.append(worker)
-            return worker
+            with contextlib.suppress(OSError, ValueError):
+                worker.requests.send(portable)
 
         try:
             for _ in range(min(self.workers, len(trials))):
@@ -128,21 +188,30 @@ class ProcessExecutor(Executor):
                         worker.trial, worker.attempt = queue.pop()
                         # A worker that died before taking it shows as lost below.
                         with contextlib.suppress(OSError, ValueError):
-                            worker.conn.send(worker.trial)
+                            worker.requests.send(worker.trial)
                 busy = [w for w in workers if w.trial is not None]
-                ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy], 0.2)
+                # A worker's answers pipe also shows its end (end of file).
+                wait([w.conn for w in busy], 0.2)
                 for worker in busy:
-                    if worker.conn in ready or worker.process.sentinel in ready:
-                        self._collect(worker, run_trial, on_result, queue)
-                for worker in [w for w in workers if not w.process.is_alive()]:
+                    if worker.conn.poll() or not worker.alive():
+                        self._collect(worker, run_trial, on_result, queue, cancel)
+                for worker in [w for w in workers if not w.alive()]:
+                    if worker.trial is not None:  # died since the answers were read
+                        self._collect(worker, run_trial, on_result, queue, cancel)
                     workers.remove(worker)
+                    worker.close()
                     if queue:
                         start()
+                if not workers and queue:
+                    break
         except BaseException:
             cancel.set()
             raise
         finally:
-            self._stop(workers, on_result)
+            self._stop(workers, run_trial, on_result, queue, cancel)
+        if not cancel.is_set():
+            for trial, _ in queue:  # no worker could be started again
+                on_result(run_trial.error_result(trial, "no worker process could be started"))
 
     @staticmethod
     def _collect(
@@ -150,51 +219,103 @@ class ProcessExecutor(Executor):
         job: TrialJob,
         on_result: ResultFn,
         queue: list[tuple[PlannedTrial, int]],
+        cancel: threading.Event,
     ) -> None:
+        """Record the busy worker's answer, or treat its trial as lost."""
         from itbench.models import TrialResult
 
         trial = worker.trial
         assert trial is not None
-        try:
-            kind, payload = worker.conn.recv()
-        except (EOFError, OSError):
-            worker.process.join(timeout=5)
-            reason = f"worker process {worker.process.pid} ended with {worker.process.exitcode}"
-            worker.trial = None
-            # Whatever the attempt left (processes, directories) goes before anything else.
-            with contextlib.suppress(Exception):
-                job.recover(trial)
-            if worker.attempt == 0:
-                queue.append((trial, 1))
-            else:
-                on_result(job.error_result(trial, f"worker lost twice; last: {reason}"))
-            return
         worker.trial = None
-        if kind == "failed":
+        answer: dict[str, Any] = {}
+        try:
+            if worker.conn.poll():
+                answer = json.loads(worker.conn.recv_bytes(ANSWER_LIMIT))
+        except (EOFError, OSError, ValueError, TypeError):
+            answer = {}
+        if not isinstance(answer, dict):
+            answer = {}
+        for problem in answer.get("problems") or []:
+            with contextlib.suppress(TypeError, ValueError):
+                plugin, reason, hook = problem
+                job.plugin_problem(str(plugin), str(reason), None if hook is None else str(hook))
+        text = answer.get("result")
+        if answer.get("trial_id") == trial.trial_id and "failed" in answer:
             with contextlib.suppress(Exception):
                 job.recover(trial)
-            on_result(job.error_result(trial, f"the trial's worker failed: {payload}"))
+            on_result(job.error_result(trial, f"the trial's worker failed: {answer['failed']}"))
             return
-        on_result(TrialResult.model_validate_json(payload) if payload is not None else None)
+        if answer.get("trial_id") == trial.trial_id and isinstance(text, str):
+            try:
+                result = TrialResult.model_validate_json(text)
+            except ValueError:
+                result = None
+            if result is not None and result.trial_id == trial.trial_id:
+                on_result(result)
+                return
+        if answer.get("trial_id") == trial.trial_id and text is None and cancel.is_set():
+            on_result(None)  # cut short by the run's stop: not recorded, resume reruns it
+            return
+        # Died, was stopped on its own, or answered for another trial: the attempt is lost.
+        worker.kill()
+        reason = (
+            f"worker process {worker.process.pid} ended with {worker.process.returncode}"
+            if not answer
+            else "the worker answered without a result of this trial"
+        )
+        with contextlib.suppress(Exception):
+            job.recover(trial)
+        if cancel.is_set():
+            on_result(None)  # the run is stopping: resume reruns it
+        elif worker.attempt == 0:
+            queue.append((trial, 1))
+        else:
+            on_result(job.error_result(trial, f"worker lost twice; last: {reason}"))
 
-    @staticmethod
-    def _stop(workers: list[_Worker], on_result: ResultFn) -> None:
-        """End every worker: idle ones are told to stop, busy ones interrupted and awaited."""
+    def _stop(
+        self,
+        workers: list[_Worker],
+        job: TrialJob,
+        on_result: ResultFn,
+        queue: list[tuple[PlannedTrial, int]],
+        cancel: threading.Event,
+    ) -> None:
+        """End every worker: idle ones are told to stop, busy ones stopped and awaited.
+
+        Answers already sent are recorded; a trial still running when its worker ends is
+        reported as cut short (``None``). A second interrupt while waiting kills the workers:
+        what their trials leave is for ``itbench cleanup`` or ``--resume``.
+        """
         for worker in workers:
-            if not worker.process.is_alive():
-                continue
             if worker.trial is None:
                 with contextlib.suppress(OSError, ValueError):
-                    worker.conn.send(None)
-            elif worker.process.pid is not None:
+                    worker.requests.send(None)
+            elif worker.alive():
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(worker.process.pid, signal.SIGINT)
+                    worker.process.send_signal(signal.SIGTERM)
         end = time.monotonic() + CANCEL_GRACE
+        forced = False
         for worker in workers:
-            worker.process.join(timeout=max(0.1, end - time.monotonic()))
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join(timeout=5)
+            try:
+                while worker.alive() and time.monotonic() < end:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        worker.process.wait(timeout=0.2)
+            except KeyboardInterrupt:
+                forced = True
+                for other in workers:
+                    with contextlib.suppress(ProcessLookupError):
+                        other.process.kill()
+            if worker.alive():
+                worker.kill()
             if worker.trial is not None:
-                on_result(None)  # cut short: not recorded, resume reruns it
-            worker.conn.close()
+                if worker.conn.poll():
+                    self._collect(worker, job, on_result, queue, cancel)
+                else:
+                    on_result(None)  # cut short: not recorded, resume reruns it
+            worker.close()
+        if forced:
+            raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    main()

@@ -304,6 +304,9 @@ class Runner:
         self.bench.host.call_each("itbench_run_started", manifest=manifest, run_dir=self.run_dir)
         self._manifest = manifest
         executor = executor_spec.factory(self.config.workers)
+        # Results of trials run elsewhere (worker processes, Ray) come back here: the hooks
+        # get their planned trial from this table.
+        self._by_id.update({t.trial_id: t for t in todo})
         interrupted = False
         try:
             executor.run(todo, RunnerJob(self), self._record, self.cancel)
@@ -514,6 +517,10 @@ class RunnerJob:
         """An ``error`` result for ``trial``."""
         return self.runner.error_result(trial, reason)
 
+    def plugin_problem(self, plugin: str, reason: str, hook: str | None = None) -> None:
+        """Record a plugin problem raised where a trial ran (printed and kept with the run)."""
+        self.runner.bench.host.problem(plugin, reason, hook)
+
 
 @dataclass(frozen=True)
 class RemoteTrial:
@@ -547,9 +554,23 @@ class RemoteTrial:
         return cached
 
     def __call__(self, trial: PlannedTrial) -> str | None:
-        """Run ``trial`` here; ``None`` when the task was cancelled (its trial torn down)."""
+        """Run ``trial`` here; ``None`` when the task was cancelled (its trial torn down).
+
+        Raises:
+            UsageError: the trial's agent or domain is not registered in this process.
+            Exception: whatever the harness raised (never a trial's own failure).
+        """
         runner = self.runner()
-        box: dict[str, TrialResult | None] = {}
+        for kind, name, known in (
+            ("agent", trial.agent, runner.bench.agents),
+            ("domain", trial.scenario.domain, runner.bench.domains),
+        ):
+            if name not in known:
+                raise UsageError(
+                    f"{kind} {name!r} is not registered in the worker process (plugins are "
+                    "loaded there by name: load it with --plugin or install its distribution)"
+                )
+        box: dict[str, Any] = {}
         # An event, not Thread.join: a join cut by KeyboardInterrupt can leave is_alive()
         # False while the thread still runs, and the trial's teardown would be abandoned.
         done = threading.Event()
@@ -557,6 +578,8 @@ class RemoteTrial:
         def target() -> None:
             try:
                 box["result"] = runner.run_trial(trial, 0)
+            except BaseException as exc:  # the harness's own failure: raised to the caller
+                box["error"] = exc
             finally:
                 done.set()
 
@@ -567,12 +590,21 @@ class RemoteTrial:
                 pass
         except KeyboardInterrupt:
             # The driver cancelled the task: the trial sees the cancel, stops its agent and
-            # tears its environment down before the task ends.
+            # tears its environment down (within its own time limits) before the task ends.
             runner.cancel.set()
-            done.wait(timeout=AGENT_STOP_GRACE + 60)
-            return None
-        result = box.get("result")
+            done.wait()
+        error = box.get("error")
+        if error is not None:
+            raise error
+        result: TrialResult | None = box.get("result")
         return result.model_dump_json() if result is not None else None
+
+    def problems(self) -> list[tuple[str, str, str | None]]:
+        """Plugin problems this process's runner recorded: ``(plugin, reason, hook)``."""
+        runner = _WORKER_RUNNERS.get((self.run_dir, self.manifest_json))
+        if runner is None:
+            return []
+        return [(p.plugin, p.reason, p.hook) for p in runner.bench.host.problems]
 
 
 #: The runner of each run this worker process takes part in.

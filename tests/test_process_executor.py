@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from conftest import ITBENCH, CliFn, _env, results
 
 
@@ -16,15 +17,20 @@ def _verdicts(run: Path) -> dict[str, str]:
 
 
 def _children(pid: int) -> list[int]:
-    """Processes whose parent is ``pid`` (the driver's worker processes)."""
+    """The driver's worker processes (children of ``pid`` running the worker module;
+    its environments are not among them)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            if (
+                int(stat.rsplit(")", 1)[1].split()[1]) == pid
+                and b"itbench.process_executor" in cmdline
+            ):
                 found.append(int(entry.name))
     return found
 
@@ -76,7 +82,11 @@ def test_processes_give_the_verdicts_of_threads(itbench: CliFn, tmp_path: Path) 
     assert set(_verdicts(tmp_path / "noop-procs").values()) == {"failed"}
 
 
-def test_a_killed_worker_is_retried_and_no_trial_is_lost(plugin_site: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_worker_is_retried_and_no_trial_is_lost(
+    plugin_site: Path, tmp_path: Path, sig: signal.Signals
+) -> None:
+    """A worker killed, or stopped on its own (not by the driver), loses only an attempt."""
     env = _env(plugin_site, {"ITBENCH_STATE_DIR": str(tmp_path / "state")})
     args = ["evaluate", "--agent", "toy/slow", "-s", "toy/[hr]*", "--trials", "2"]
     args += ["--option", "harness_server=detached", "--option", "setup_delay=0.5"]
@@ -95,7 +105,7 @@ def test_a_killed_worker_is_retried_and_no_trial_is_lost(plugin_site: Path, tmp_
         workers = _children(proc.pid)
         if busy and workers:
             killed = workers[0]
-            os.kill(killed, signal.SIGKILL)
+            os.kill(killed, sig)
         time.sleep(0.05)
     assert killed is not None, "no trial was caught in flight"
     assert proc.wait(timeout=600) in (0, 1), proc.stderr.read() if proc.stderr else ""
@@ -132,8 +142,7 @@ def test_sigterm_tears_down_in_flight_trials_and_resume_finishes(
     assert workers, "no worker process was running"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=180) == 130, proc.stderr.read() if proc.stderr else ""
-    # The workers tore their trials down and ended with the run (multiprocessing's resource
-    # tracker, a child too, ends moments after the driver).
+    # The workers tore their trials down and ended with the run.
     end = time.monotonic() + 10
     while [p for p in workers if _alive(p)] and time.monotonic() < end:
         time.sleep(0.1)
@@ -153,3 +162,51 @@ def test_sigterm_tears_down_in_flight_trials_and_resume_finishes(
     ids = [r["trial_id"] for r in results(run)]
     assert len(ids) == 8 and len(set(ids)) == 8
     assert _left_behind(run) == []
+
+
+IN_MEMORY = """
+import sys
+from pathlib import Path
+
+from itbench import AgentSpec, hookimpl
+from itbench.bench import Bench
+from itbench.models import RunConfig
+from itbench.runner import Runner
+from itbench_toy.agents import solver
+
+
+class InMemory:
+    @hookimpl
+    def itbench_register_agents(self):
+        return [AgentSpec("mem/solver", solver, "registered in memory", domains=["toy"])]
+
+
+bench = Bench(plugins=["itbench_toy.plugin"], autoload=False)
+bench.host.pm.register(InMemory(), name="in-memory")
+config = RunConfig(
+    agent="mem/solver", scenarios=["toy/registry-*"], executor="processes", workers=2,
+    plugins=["itbench_toy.plugin"],
+)
+outcome = Runner(bench, config, Path(sys.argv[1])).run()
+print(len(outcome.results))
+"""
+
+
+def test_an_agent_only_in_the_driver_s_memory_is_an_error_that_says_so(
+    plugin_site: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "in_memory.py"
+    script.write_text(IN_MEMORY, encoding="utf-8")
+    env = _env(plugin_site, {"ITBENCH_STATE_DIR": str(tmp_path / "state")})
+    out = subprocess.run(
+        [ITBENCH[0], str(script), str(tmp_path / "r")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    rows = results(tmp_path / "r")
+    assert rows and {r["status"] for r in rows} == {"error"}
+    assert all("not registered in the worker process" in r["error"] for r in rows), rows
+    assert "Traceback" not in out.stderr
