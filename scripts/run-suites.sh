@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs the test suites, one pytest process each (every domain's tests are a package named
-# `tests`). Usage: run-suites.sh PYTHON SERIAL_SUITES... -- PARALLEL_SUITES...
+# `tests`). Usage: run-suites.sh PYTHON SERIAL_SUITES... -- PARALLEL_SUITES... (a suite is one
+# word, or several in quotes: paths and pytest options, split on spaces).
 # The serial suites run one after another (the SRE shops are sensitive to a busy machine); the
 # parallel ones (moto servers, Rego engines) run side by side, each with its output kept apart
 # and printed whole when it ends. Exits 1 when any suite fails.
@@ -9,7 +10,8 @@ py=$1
 shift
 rc=0
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
-    "$py" -m pytest --durations=10 --tb=short "$1" || rc=1
+    # shellcheck disable=SC2086 # a suite is split into its words on purpose
+    "$py" -m pytest --durations=10 --tb=short $1 || rc=1
     shift
 done
 [ $# -gt 0 ] && shift
@@ -18,7 +20,8 @@ trap 'rm -rf "$logs"' EXIT
 i=0
 for s in "$@"; do
     i=$((i + 1))
-    ( "$py" -m pytest --durations=10 --tb=short "$s" >"$logs/$i.log" 2>&1; echo $? >"$logs/$i.rc" ) &
+    # shellcheck disable=SC2086
+    ( "$py" -m pytest --durations=10 --tb=short $s >"$logs/$i.log" 2>&1; echo $? >"$logs/$i.rc" ) &
 done
 wait
 i=0
