@@ -577,9 +577,9 @@ _register(
         _config_change(_flag_on),
         _restore,
         _same,
-        lambda t, p: [Check(f'max(rate(process_cpu_seconds_total{{job="{t}"}}[{RATE}])) > 0.4')],
+        lambda t, p: [Check(f'max(rate(process_cpu_seconds_total{{job="{t}"}}[{RATE}])) > 0.3')],
         lambda t, p: _set_and_restart({f"flags.{p['flag']}": False})(t, p),
-        observable="the service uses most of a core and answers slowly",
+        observable="the service burns a large share of a core and answers slowly",
         summary="Turns on a feature flag whose code path burns CPU on every request.",
         params=(Param("flag", str, "precise_rounding", _FLAG_MEANING, choices=_CPU_FLAGS),),
     )
