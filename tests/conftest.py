@@ -139,3 +139,59 @@ def toy_bench(plugin_site: Path, monkeypatch: pytest.MonkeyPatch):  # type: igno
     from itbench.bench import Bench
 
     return Bench(plugins=["itbench_toy.plugin"], autoload=False)
+
+
+def processes_pointing_into(root: Path) -> list[int]:
+    """Processes (other than this one) whose command line names a path under ``root``."""
+    mark = str(root).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if mark in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def start_slow_toy_run(
+    plugin_site: Path, tmp_path: Path, *executor: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], Path]:
+    """Start ``itbench evaluate`` of eight slow toy trials with detached daemons, 2 workers.
+
+    Returns the process (stderr piped) and its run directory ``tmp_path/r``.
+    """
+    args = ["evaluate", "--agent", "toy/slow", "-s", "toy/[hr]*", "--trials", "2"]
+    args += ["--option", "harness_server=detached", "--option", "setup_delay=0.5"]
+    args += [*executor, "--workers", "2", "--out", "r"]
+    full = _env(plugin_site, {"ITBENCH_STATE_DIR": str(tmp_path / "state"), **(env or {})})
+    proc = subprocess.Popen(
+        [*ITBENCH, *args],
+        cwd=tmp_path,
+        env=full,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return proc, tmp_path / "r"
+
+
+def trials_in_flight(run: Path) -> list[Path]:
+    """Trial directories of ``run`` past setup (their task was handed over)."""
+    trials = run / "trials"
+    return [d for d in trials.iterdir() if (d / "task.json").exists()] if trials.is_dir() else []
+
+
+def check_run_after_a_lost_worker(run: Path, trials: int = 8) -> None:
+    """Every trial recorded once (passed, or an error naming the twice-lost worker), and
+    nothing the lost attempt left (its daemon, its directory) remains."""
+    rows = results(run)
+    ids = [r["trial_id"] for r in rows]
+    assert len(ids) == trials and len(set(ids)) == trials
+    statuses = {r["status"] for r in rows}
+    assert statuses <= {"passed", "error"} and "passed" in statuses
+    errors = [r["error"] for r in rows if r["status"] == "error"]
+    assert all("worker lost twice" in (e or "") for e in errors), errors
+    assert processes_pointing_into(run) == []
+    assert {d.name for d in (run / "trials").iterdir()} == {r["handle"] for r in rows}

@@ -12,7 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ITBENCH, CliFn, _env, results
+from conftest import (
+    CliFn,
+    _env,
+    check_run_after_a_lost_worker,
+    results,
+    start_slow_toy_run,
+    trials_in_flight,
+)
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'itbench[ray]')")
 
@@ -104,22 +111,14 @@ def _worker_pids() -> list[int]:
 def test_a_lost_worker_is_retried_and_no_trial_is_lost(
     plugin_site: Path, tmp_path: Path, cluster: str
 ) -> None:
-    env = _env(plugin_site, {"ITBENCH_STATE_DIR": str(tmp_path / "state"), **AUTH})
-    args = ["evaluate", "--agent", "toy/slow", "-s", "toy/[hr]*", "--trials", "2"]
-    args += ["--option", "harness_server=detached", "--option", "setup_delay=0.5"]
-    args += ["--executor", "ray", "--address", cluster, "--workers", "2", "--out", "r"]
-    proc = subprocess.Popen(
-        [*ITBENCH, *args], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    proc, run = start_slow_toy_run(
+        plugin_site, tmp_path, "--executor", "ray", "--address", cluster, env=AUTH
     )
-    run = tmp_path / "r"
     killed = None
     end = time.monotonic() + 240
     while killed is None and time.monotonic() < end and proc.poll() is None:
         # Kill a worker in the middle of a trial: its environment's daemon is up.
-        trials = run / "trials"
-        busy = (
-            [d for d in trials.iterdir() if (d / "task.json").exists()] if trials.is_dir() else []
-        )
+        busy = trials_in_flight(run)
         workers = _worker_pids()
         if busy and workers:
             killed = workers[0]
@@ -127,21 +126,4 @@ def test_a_lost_worker_is_retried_and_no_trial_is_lost(
         time.sleep(0.05)
     assert killed is not None, "no trial was caught in flight"
     assert proc.wait(timeout=600) in (0, 1), proc.stderr.read() if proc.stderr else ""
-    rows = results(run)
-    ids = [r["trial_id"] for r in rows]
-    assert len(ids) == 8 and len(set(ids)) == 8  # every trial recorded, once
-    statuses = {r["status"] for r in rows}
-    assert statuses <= {"passed", "error"} and "passed" in statuses
-    errors = [r["error"] for r in rows if r["status"] == "error"]
-    assert all("worker lost twice" in (e or "") for e in errors), errors
-    # What the killed attempt left (its daemon, its directories) was cleaned up before retrying.
-    leftovers = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if str(run).encode() in (entry / "cmdline").read_bytes():
-                    leftovers.append(int(entry.name))
-            except OSError:
-                continue
-    assert leftovers == []
-    assert {d.name for d in (run / "trials").iterdir()} == {r["handle"] for r in rows}
+    check_run_after_a_lost_worker(run)

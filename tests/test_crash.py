@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -11,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ITBENCH, CliFn, _env, results
+from conftest import ITBENCH, CliFn, _env, processes_pointing_into, results
 
 from itbench.process import port_open
 
@@ -28,21 +27,6 @@ SLOW = [
 ]
 RUN = ["evaluate", "--agent", "toy/slow", "-s", "toy/[hr]*", "--trials", "2", *SLOW, "--out", "r"]
 TRIALS = 8
-
-
-def _processes_pointing_into(root: Path) -> list[int]:
-    mark = str(root)
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if mark in cmdline and int(entry.name) != os.getpid():
-            found.append(int(entry.name))
-    return found
 
 
 def _trial_dirs(run: Path) -> set[str]:
@@ -121,7 +105,7 @@ def test_a_run_killed_at_random_points_resumes_to_every_trial_once(
     assert len(ids) == TRIALS and len(set(ids)) == TRIALS  # every trial exactly once
     assert {r["status"] for r in rows} == {"passed"}
     # No environment of a killed attempt is left, and every trial directory has its result.
-    assert _processes_pointing_into(run) == []
+    assert processes_pointing_into(run) == []
     assert {d.name for d in (run / "trials").iterdir()} == {r["handle"] for r in rows}
     assert not list((tmp_path / "state").glob("active-runs/*.json"))
 
@@ -169,12 +153,12 @@ def test_cleanup_stops_what_a_killed_run_left(
     run = _start_and_kill_in_agent_turn(plugin_site, tmp_path, _env(plugin_site, env_extra))
     port, pid = _daemon(run)
     # The daemon outlived its harness and still serves.
-    assert port_open(port) and _alive(pid) and pid in _processes_pointing_into(run)
+    assert port_open(port) and _alive(pid) and pid in processes_pointing_into(run)
     args = ["cleanup", "r"] if how == "run-dir" else ["cleanup"]
     res = itbench(*args, env=env_extra)
     assert res.returncode == 0, res.stderr
     assert "1 unfinished trial(s) cleaned up" in res.stdout
-    assert not _alive(pid) and _processes_pointing_into(run) == []
+    assert not _alive(pid) and processes_pointing_into(run) == []
     assert list((run / "trials").iterdir()) == []
     assert not list((tmp_path / "state").glob("active-runs/*.json"))
     # The run is resumable afterwards, from where it was.

@@ -9,7 +9,16 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ITBENCH, CliFn, _env, results
+from conftest import (
+    ITBENCH,
+    CliFn,
+    _env,
+    check_run_after_a_lost_worker,
+    processes_pointing_into,
+    results,
+    start_slow_toy_run,
+    trials_in_flight,
+)
 
 
 def _verdicts(run: Path) -> dict[str, str]:
@@ -49,19 +58,6 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _left_behind(run: Path) -> list[int]:
-    """Processes whose command line names the run directory (environment daemons)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if str(run).encode() in (entry / "cmdline").read_bytes():
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
 def test_processes_give_the_verdicts_of_threads(itbench: CliFn, tmp_path: Path) -> None:
     """A real domain (FinOps's oracle) and the toy plugin's scenarios, two trials each."""
     for select in (
@@ -86,56 +82,27 @@ def test_a_killed_worker_is_retried_and_no_trial_is_lost(
     plugin_site: Path, tmp_path: Path, sig: signal.Signals
 ) -> None:
     """A worker killed, or stopped on its own (not by the driver), loses only an attempt."""
-    env = _env(plugin_site, {"ITBENCH_STATE_DIR": str(tmp_path / "state")})
-    args = ["evaluate", "--agent", "toy/slow", "-s", "toy/[hr]*", "--trials", "2"]
-    args += ["--option", "harness_server=detached", "--option", "setup_delay=0.5"]
-    args += ["--executor", "processes", "--workers", "2", "--out", "r"]
-    proc = subprocess.Popen(
-        [*ITBENCH, *args], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    run = tmp_path / "r"
+    proc, run = start_slow_toy_run(plugin_site, tmp_path, "--executor", "processes")
     killed = None
     end = time.monotonic() + 240
     while killed is None and time.monotonic() < end and proc.poll() is None:
-        trials = run / "trials"
-        busy = (
-            [d for d in trials.iterdir() if (d / "task.json").exists()] if trials.is_dir() else []
-        )
         workers = _children(proc.pid)
-        if busy and workers:
+        if trials_in_flight(run) and workers:
             killed = workers[0]
             os.kill(killed, sig)
         time.sleep(0.05)
     assert killed is not None, "no trial was caught in flight"
     assert proc.wait(timeout=600) in (0, 1), proc.stderr.read() if proc.stderr else ""
-    rows = results(run)
-    ids = [r["trial_id"] for r in rows]
-    assert len(ids) == 8 and len(set(ids)) == 8  # every trial recorded, once
-    statuses = {r["status"] for r in rows}
-    assert statuses <= {"passed", "error"} and "passed" in statuses
-    errors = [r["error"] for r in rows if r["status"] == "error"]
-    assert all("worker lost twice" in (e or "") for e in errors), errors
-    # What the killed attempt left (its daemon, its directories) was removed before the retry.
-    assert _left_behind(run) == []
-    assert {d.name for d in (run / "trials").iterdir()} == {r["handle"] for r in rows}
+    check_run_after_a_lost_worker(run)
 
 
 def test_sigterm_tears_down_in_flight_trials_and_resume_finishes(
     plugin_site: Path, tmp_path: Path
 ) -> None:
     env = _env(plugin_site, {"ITBENCH_STATE_DIR": str(tmp_path / "state")})
-    args = ["evaluate", "--agent", "toy/slow", "-s", "toy/[hr]*", "--trials", "2"]
-    args += ["--option", "harness_server=detached", "--option", "setup_delay=0.5"]
-    args += ["--executor", "processes", "--workers", "2", "--out", "r"]
-    proc = subprocess.Popen(
-        [*ITBENCH, *args], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    run = tmp_path / "r"
+    proc, run = start_slow_toy_run(plugin_site, tmp_path, "--executor", "processes")
     end = time.monotonic() + 240
-    while time.monotonic() < end and proc.poll() is None:
-        trials = run / "trials"
-        if trials.is_dir() and any((d / "task.json").exists() for d in trials.iterdir()):
-            break
+    while time.monotonic() < end and proc.poll() is None and not trials_in_flight(run):
         time.sleep(0.05)
     workers = _children(proc.pid)
     assert workers, "no worker process was running"
@@ -146,7 +113,7 @@ def test_sigterm_tears_down_in_flight_trials_and_resume_finishes(
     while [p for p in workers if _alive(p)] and time.monotonic() < end:
         time.sleep(0.1)
     assert [(p, _cmdline(p)) for p in workers if _alive(p)] == []
-    assert _left_behind(run) == []
+    assert processes_pointing_into(run) == []
     done = len(results(run)) if (run / "results.jsonl").exists() else 0
     assert done < 8
     resumed = subprocess.run(
@@ -160,7 +127,7 @@ def test_sigterm_tears_down_in_flight_trials_and_resume_finishes(
     assert resumed.returncode == 0, resumed.stderr
     ids = [r["trial_id"] for r in results(run)]
     assert len(ids) == 8 and len(set(ids)) == 8
-    assert _left_behind(run) == []
+    assert processes_pointing_into(run) == []
 
 
 IN_MEMORY = """
