@@ -24,6 +24,12 @@ def _ids(run: Path) -> list[str]:
     ]
 
 
+def _default_sigint() -> None:
+    # A suite started in the background of a shell inherits SIGINT ignored; the run under
+    # test must see Ctrl-C as a user's terminal sends it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(plugin_site: Path, cwd: Path, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [*ITBENCH, *args],
@@ -31,6 +37,7 @@ def _start(plugin_site: Path, cwd: Path, *args: str) -> subprocess.Popen[bytes]:
         env=_env(plugin_site, None),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        preexec_fn=_default_sigint,  # noqa: PLW1509 - the test's own child, no threads touched
     )
 
 
