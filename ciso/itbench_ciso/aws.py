@@ -71,11 +71,6 @@ class MotoServer(_MotoServer):
         with self._lock:
             self._clients.clear()
 
-    def restart(self, timeout: float = 30.0) -> None:
-        """Stop the server and start a fresh one on the same port (no state survives)."""
-        self.stop()
-        self.start(timeout)
-
     def client(
         self,
         service: str,
