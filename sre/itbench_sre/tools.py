@@ -240,11 +240,19 @@ class ShopTools:
         self, promql: str, minutes: float = 2.0, step_seconds: float = 5.0
     ) -> list[dict[str, Any]]:
         """Evaluate a PromQL expression over the last ``minutes`` (range query)."""
-        end = time.time()
-        start = end - max(0.1, min(minutes, 60.0)) * 60
+        # Whole milliseconds, the window a whole number of steps: the last point is now.
+        step_ms = round(max(0.5, step_seconds) * 1000)
+        end_ms = int(time.time() * 1000)
+        steps = max(1, int(max(0.1, min(minutes, 60.0)) * 60_000 // step_ms))
+        start_ms = end_ms - steps * step_ms
         data = self.shop.prom(
             "/api/v1/query_range",
-            {"query": promql, "start": start, "end": end, "step": max(0.5, step_seconds)},
+            {
+                "query": promql,
+                "start": f"{start_ms / 1000:.3f}",
+                "end": f"{end_ms / 1000:.3f}",
+                "step": f"{step_ms / 1000:.3f}",
+            },
         )
         return [
             {"metric": r["metric"], "values": [[round(t, 1), v] for t, v in r["values"]]}

@@ -71,7 +71,12 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
         assert _wait(lambda: box.call("alerts") == [], 20)
         assert box.call("logs", service="frontend-service", limit=5)
         assert _wait(lambda: box.call("traces", service="checkout", limit=2), 10)
-        assert len(box.call("query_range", promql="sum(rate(http_requests_total[3s]))")) == 1
+        # A shop seconds old has few points in the window: wait for the latest one.
+        rate = "sum(rate(http_requests_total[3s]))"
+        assert _wait(lambda: len(box.call("query_range", promql=rate, step_seconds=1)) == 1, 10)
+        series = box.call("query_range", promql=rate, minutes=0.5, step_seconds=5)
+        assert float(series[0]["values"][-1][1]) > 0
+        assert series[0]["values"][-1][0] >= time.time() - 2
         cfg = box.call("read_config", entity="cart")
         assert json.loads(cfg["content"])["release"] == topology.BY_NAME["cart"].releases[0]
         procs = {p["name"]: p for p in box.call("processes")}
