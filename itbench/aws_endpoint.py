@@ -10,12 +10,13 @@ import json
 import secrets
 import signal
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from itbench.aws_server import ADMIN_HEADER, PRELOAD_ENV, STANDBY_FLAG, TOKEN_ENV
+from itbench.aws_server import ADMIN_HEADER, PRELOAD_ENV, SEED_ENV, STANDBY_FLAG, TOKEN_ENV
 from itbench.errors import InfrastructureError
 from itbench.process import ManagedProcess, wait_for_port
 
@@ -43,6 +44,10 @@ class AwsEndpoint:
             call to a service otherwise pays for its import).
         standby: Launch ready but unbound: the port is bound only by :meth:`activate` (a
             replacement made ready while the current server still holds the port).
+        seed: With ``standby``, ``("module:function", payload)``: the server calls the
+            function on the payload (JSON) before it waits, with boto3 reaching its own
+            backends in-process; accounts made while the current server still serves. The
+            payload reaches it through an unlinked file, never a path or the environment.
     """
 
     REGION = REGION
@@ -59,8 +64,13 @@ class AwsEndpoint:
         name: str = "aws-endpoint",
         preload: tuple[str, ...] = (),
         standby: bool = False,
+        seed: tuple[str, Any] | None = None,
     ) -> None:
+        if seed is not None and not standby:
+            raise ValueError("seed needs standby")
         self.port = port
+        self.standby = standby
+        self._seed = seed
         self.trial_dir = trial_dir
         self._token = secrets.token_hex(16)
         argv = [sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(port)]
@@ -78,6 +88,7 @@ class AwsEndpoint:
                 "PYTHONDONTWRITEBYTECODE": "1",
                 TOKEN_ENV: self._token,
                 PRELOAD_ENV: ",".join(preload),
+                SEED_ENV: seed[0] if seed else "",
             },
         )
 
@@ -93,7 +104,15 @@ class AwsEndpoint:
 
     def launch(self) -> None:
         """Start the server process without waiting for it (to overlap its start with work)."""
-        self.process.start()
+        # A standby server takes SIGUSR1 only when ready: blocked from its first instruction.
+        blocked = (signal.SIGUSR1,) if self.standby else ()
+        if self._seed is None:
+            self.process.start(blocked=blocked)
+            return
+        with tempfile.TemporaryFile() as payload:
+            payload.write(json.dumps(self._seed[1]).encode())
+            payload.seek(0)
+            self.process.start(stdin=payload, blocked=blocked)
 
     def wait(self, timeout: float = 30.0) -> None:
         """Wait until the server accepts connections.
@@ -118,7 +137,8 @@ class AwsEndpoint:
         proc = self.process.proc
         if proc is None or proc.poll() is not None:
             raise InfrastructureError(
-                f"the standby AWS endpoint for port {self.port} is not running"
+                f"the standby AWS endpoint for port {self.port} is not running; "
+                f"log: {self.process.log_tail()}"
             )
         proc.send_signal(signal.SIGUSR1)
         self.wait(timeout)

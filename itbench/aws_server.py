@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hmac
 import importlib
+import json
 import os
 import signal
 import sys
@@ -26,6 +27,9 @@ TOKEN_ENV = "ITBENCH_AWS_ADMIN_TOKEN"
 PRELOAD_ENV = "ITBENCH_AWS_PRELOAD"
 #: Start ready but unbound, until SIGUSR1 (see :func:`main`).
 STANDBY_FLAG = "--standby"
+#: ``module:function`` that creates accounts in the standby server before it binds (its
+#: argument, JSON, is read from standard input).
+SEED_ENV = "ITBENCH_AWS_SEED"
 
 _ADMIN_KEY = "HTTP_" + ADMIN_HEADER.upper().replace("-", "_")
 _ACCOUNT_KEY = "HTTP_X_MOTO_ACCOUNT_ID"
@@ -53,12 +57,31 @@ def guard(token: str) -> None:
     DomainDispatcherApplication.__call__ = guarded  # type: ignore[method-assign]
 
 
+def _seed(target: str) -> None:
+    """Call ``module:function`` on the JSON of standard input, in moto's in-process mode.
+
+    The function's boto3 calls reach this process's backends directly (no socket is bound
+    yet), so the accounts it creates are what the server serves once activated.
+    """
+    from moto import mock_aws
+
+    module, _, name = target.partition(":")
+    payload = json.load(sys.stdin)
+    mock = mock_aws()
+    mock.start(reset=False)
+    try:
+        getattr(importlib.import_module(module), name)(payload)
+    finally:
+        mock.stop(remove_data=False)
+
+
 def main() -> None:
     """Start moto's server behind the guard.
 
     With ``--standby`` the process imports moto and the backends named in
-    :data:`PRELOAD_ENV` (comma-separated services), then waits for SIGUSR1 before it binds
-    its port: a server made ready while its predecessor still holds the port.
+    :data:`PRELOAD_ENV` (comma-separated services), creates the accounts of :data:`SEED_ENV`
+    if set, then waits for SIGUSR1 before it binds its port: a server made ready while its
+    predecessor still holds the port.
     """
     token = os.environ.pop(TOKEN_ENV, "")
     if not token:
@@ -67,7 +90,7 @@ def main() -> None:
     standby = STANDBY_FLAG in argv
     if standby:
         argv.remove(STANDBY_FLAG)
-        # Blocked before the imports, so a signal sent early is kept, not fatal.
+        # Blocked (already by the harness at the start), so a signal sent early is kept.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
     guard(token)
     from moto.server import main as moto_main
@@ -75,6 +98,9 @@ def main() -> None:
     for service in filter(None, os.environ.pop(PRELOAD_ENV, "").split(",")):
         importlib.import_module(f"moto.{service}.urls")
         importlib.import_module(f"moto.{service}.models")
+    seed = os.environ.pop(SEED_ENV, "")
+    if standby and seed:
+        _seed(seed)
     if standby:
         signal.sigwait({signal.SIGUSR1})
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})

@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from itbench.errors import InfrastructureError
 
@@ -86,8 +87,28 @@ class ManagedProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = trial_dir / "logs" / f"{name}.log"
 
-    def start(self, wait_port: int | None = None, timeout: float = 15.0) -> ManagedProcess:
-        """Start the process; optionally wait until it listens on ``wait_port``."""
+    def start(
+        self,
+        wait_port: int | None = None,
+        timeout: float = 15.0,
+        stdin: IO[bytes] | None = None,
+        blocked: Sequence[signal.Signals] = (),
+    ) -> ManagedProcess:
+        """Start the process; optionally wait until it listens on ``wait_port``.
+
+        Args:
+            wait_port: Port to wait for.
+            timeout: Seconds to wait for it.
+            stdin: A file the process reads as its standard input (by default none).
+            blocked: Signals the process starts with blocked (kept pending until it takes
+                them, instead of their default action during its start).
+        """
+
+        def preexec() -> None:
+            _die_with_parent()
+            if blocked:
+                signal.pthread_sigmask(signal.SIG_BLOCK, set(blocked))
+
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             try:
@@ -95,10 +116,10 @@ class ManagedProcess:
                     self.argv,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
+                    stdin=stdin if stdin is not None else subprocess.DEVNULL,
                     cwd=self.cwd,
                     env=self.env,
-                    preexec_fn=_die_with_parent,  # noqa: PLW1509 - no threads touched in the child
+                    preexec_fn=preexec,  # noqa: PLW1509 - no threads touched in the child
                 )
             except OSError as exc:
                 raise InfrastructureError(f"cannot start {self.name}: {exc}") from exc
