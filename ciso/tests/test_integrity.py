@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itbench_ciso.checks import all_checks
+from itbench_ciso.aws import MotoServer
+from itbench_ciso.checks import all_checks, cloud
 from itbench_ciso.domain import CisoDomain
 from itbench_ciso.oracle import reference
 from itbench_ciso.sandbox import sandbox_problem
 from itbench_ciso.spec import CisoSpec, CisoSubmission
 
+from itbench import InfrastructureError, port_open
 from itbench.catalog import Catalog
 from itbench.domain import TrialContext
 from itbench.testing import free_port
@@ -322,6 +324,48 @@ def test_a_spare_endpoint_tampered_with_is_not_the_judge_s(
     assert result.passed, result.details
     assert server is not spare and server.process.proc is not None
     assert server.process.proc.pid != spare.process.proc.pid
+
+
+def test_hidden_accounts_are_made_in_the_standby_endpoint(tmp_path: Path) -> None:
+    """The judge's endpoint holds the hidden accounts before it binds; a seeding that fails
+    shows its error when the endpoint is activated."""
+    _, hidden = cloud.variants("cloud-s3-versioning", 11, 1, 1)
+    account = "210987654321"
+    spare = MotoServer(
+        free_port(),
+        tmp_path,
+        name="spare",
+        preload=cloud.SERVICES,
+        standby=True,
+        seed=(
+            "itbench_ciso.checks.cloud:seed_accounts",
+            [{"account": account, "plan": hidden[0].data, "suffix": "00000042"}],
+        ),
+    )
+    spare.launch()
+    try:
+        assert not port_open(spare.port)
+        spare.activate()
+        s3 = spare.client("s3", spare.account(account))
+        names = sorted(b["Name"] for b in s3.list_buckets()["Buckets"])
+        assert names == sorted(f"{b['name']}-00000042" for b in hidden[0].data["buckets"])
+        # Nothing of it in the default account.
+        assert spare.client("s3").list_buckets()["Buckets"] == []
+    finally:
+        spare.stop()
+    broken = MotoServer(
+        free_port(),
+        tmp_path,
+        name="broken",
+        standby=True,
+        seed=("itbench_ciso.checks.cloud:seed_accounts", [{"account": account}]),
+    )
+    broken.launch()
+    try:
+        with pytest.raises(InfrastructureError, match="KeyError"):
+            broken.activate(timeout=60)
+    finally:
+        broken.stop()
 
 
 # --- secrets, fingerprints ---------------------------------------------------------------------

@@ -172,6 +172,45 @@ def seed(clients: Callable[..., Any], plan: Plan, suffix: str) -> None:
             ct.start_logging(Name=t["name"])
 
 
+def seed_accounts(accounts: list[dict[str, Any]]) -> None:
+    """Create accounts, each ``{"account": id, "plan": plan, "suffix": suffix}``, in-process.
+
+    Called inside a standby endpoint (see :mod:`itbench.aws_server`), where boto3 reaches the
+    server's own backends: the hidden accounts are made during the agent's turn, in a server
+    that binds its port only once the agent's endpoint is gone.
+    """
+    import boto3  # type: ignore[import-untyped]
+
+    session = boto3.session.Session(region_name=REGIONS[0])
+    sts = session.client("sts")
+    default = sts.get_caller_identity()["Account"]
+    for item in accounts:
+        keys: dict[str, str] = {}
+        if item["account"] != default:
+            creds = sts.assume_role(
+                RoleArn=f"arn:aws:iam::{item['account']}:role/compliance-audit",
+                RoleSessionName="itbench",
+            )["Credentials"]
+            keys = {
+                "aws_access_key_id": creds["AccessKeyId"],
+                "aws_secret_access_key": creds["SecretAccessKey"],
+                "aws_session_token": creds["SessionToken"],
+            }
+        seed(_client_cache(session, keys), item["plan"], item["suffix"])
+
+
+def _client_cache(session: Any, keys: dict[str, str]) -> Callable[..., Any]:
+    """(service, region) -> one client of ``session`` with ``keys``, made once."""
+    made: dict[tuple[str, str], Any] = {}
+
+    def clients(service: str, region: str = REGIONS[0]) -> Any:
+        if (service, region) not in made:
+            made[service, region] = session.client(service, region_name=region, **keys)
+        return made[service, region]
+
+    return clients
+
+
 def _seed_region(ec2: Any, part: Plan) -> None:
     """Security groups, volumes and the EBS default of one region."""
     vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]

@@ -50,43 +50,58 @@ class CloudRuntime(Runtime):
             visible_seed=self.visible_seed,
         )
         self.visible = visible
-        self.server.start()
+        rng = random.Random(self.ctx.secret_seed("ciso:hidden-accounts"))
+        #: Hidden variant name -> its account id.
+        self.accounts = {v.name: f"{rng.randrange(10**11, 10**12)}" for v in self.hidden}
+        # The visible account made inside the server before it binds (no client of the
+        # harness pays for boto3 calls), then served at once.
+        self.server = self._endpoint(
+            "aws-endpoint",
+            [(DEFAULT_CREDENTIALS.account_id, visible.data, f"{self.visible_seed % 100000:05d}")],
+        )
+        self.server.launch()
         try:
-            cloud.seed(
-                lambda s, region=REGION: self.server.client(s, region=region),
-                visible.data,
-                f"{self.visible_seed % 100000:05d}",
-            )
-        except Exception as exc:
-            raise InfrastructureError(
-                f"seeding the account failed: {type(exc).__name__}: {exc}; "
-                f"log: {self.server.process.log_tail()}"
-            ) from exc
-        # Imports done while the agent works; bound only once the agent's server is gone.
-        self.spare = MotoServer(
-            self.server.port,
-            self.ctx.trial_dir,
-            name="aws-endpoint-judge",
-            preload=cloud.SERVICES,
-            standby=True,
+            self.server.activate()
+        except InfrastructureError as exc:
+            raise InfrastructureError(f"making the visible account failed: {exc}") from None
+        # The hidden accounts made while the agent works, in a server that binds the port
+        # only once the agent's server is gone.
+        self.spare = self._endpoint(
+            "aws-endpoint-judge",
+            [(a, v.data, a[-8:]) for v, a in zip(self.hidden, self.accounts.values(), strict=True)],
         )
         self.spare.launch()
 
+    def _endpoint(self, name: str, accounts: list[tuple[str, Any, str]]) -> MotoServer:
+        """A standby endpoint on the trial's port that makes ``(account, plan, suffix)``s."""
+        return MotoServer(
+            self.ctx.port(PORT_AWS),
+            self.ctx.trial_dir,
+            name=name,
+            preload=cloud.SERVICES,
+            standby=True,
+            seed=(
+                f"{cloud.__name__}:{cloud.seed_accounts.__name__}",
+                [{"account": a, "plan": p, "suffix": x} for a, p, x in accounts],
+            ),
+        )
+
     def teardown(self) -> None:
-        """Stop the endpoints."""
+        """Stop the endpoints (killed: they keep nothing worth a clean exit)."""
         try:
-            self.server.stop()
+            self.server.stop(timeout=0)
         finally:
             if self.spare is not None:
-                self.spare.stop()
+                self.spare.stop(timeout=0)
 
-    def _fresh_server(self) -> None:
+    def _fresh_server(self) -> bool:
         """Replace the agent's endpoint by a fresh one on the same port (no state survives).
 
-        The spare launched at setup when it is still waiting and the port is free once the
-        agent's server stopped; otherwise a new server, as before.
+        The spare launched at setup, holding the hidden accounts, when it is still waiting and
+        the port is free once the agent's server stopped (returns ``True``); otherwise a new,
+        empty server (returns ``False``).
         """
-        self.server.stop()
+        self.server.stop(timeout=0)
         spare, self.spare = self.spare, None
         if spare is not None and spare.alive() and not port_open(spare.port):
             try:
@@ -95,10 +110,12 @@ class CloudRuntime(Runtime):
                 spare.stop()
             else:
                 self.server = spare
-                return
+                return True
         elif spare is not None:
             spare.stop()
+        self.server = MotoServer(self.server.port, self.ctx.trial_dir, preload=cloud.SERVICES)
         self.server.start()
+        return False
 
     def harness_problems(self) -> list[str]:
         """The AWS endpoint must still be the server setup started, listening on its port."""
@@ -193,9 +210,8 @@ class CloudRuntime(Runtime):
         error = self.compile_policy(modules)
         # A fresh server: nothing the agent did to the endpoint (its state, its configuration
         # through moto's own API) reaches the hidden accounts.
-        self._fresh_server()
-        rng = random.Random(self.ctx.secret_seed("ciso:hidden-accounts"))
-        accounts = {v.name: f"{rng.randrange(10**11, 10**12)}" for v in self.hidden}
+        seeded = self._fresh_server()
+        accounts = self.accounts
 
         def seed(v: Any) -> None:
             creds = self.server.account(accounts[v.name])
@@ -206,8 +222,9 @@ class CloudRuntime(Runtime):
             )
 
         try:
-            with ThreadPoolExecutor(max_workers=3) as pool:
-                list(pool.map(seed, self.hidden))
+            if not seeded:
+                with ThreadPoolExecutor(max_workers=3) as pool:
+                    list(pool.map(seed, self.hidden))
         except Exception as exc:
             raise InfrastructureError(
                 f"seeding the hidden accounts failed: {type(exc).__name__}: {exc}"
