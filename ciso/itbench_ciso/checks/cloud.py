@@ -177,35 +177,32 @@ def seed_accounts(accounts: list[dict[str, Any]]) -> None:
 
     Called inside a standby endpoint (see :mod:`itbench.aws_server`), where boto3 reaches the
     server's own backends: the hidden accounts are made during the agent's turn, in a server
-    that binds its port only once the agent's endpoint is gone.
+    that binds its port only once the agent's endpoint is gone. One set of clients serves every
+    account, each call naming its account in moto's account header (which only the harness
+    may use once the server listens).
     """
     import boto3  # type: ignore[import-untyped]
 
     session = boto3.session.Session(region_name=REGIONS[0])
-    sts = session.client("sts")
-    default = sts.get_caller_identity()["Account"]
+    current = {"account": ""}
+
+    def name_the_account(request: Any, **_: Any) -> None:
+        request.headers["x-moto-account-id"] = current["account"]
+
+    session.events.register("before-sign", name_the_account)
+    clients = _client_cache(session)
     for item in accounts:
-        keys: dict[str, str] = {}
-        if item["account"] != default:
-            creds = sts.assume_role(
-                RoleArn=f"arn:aws:iam::{item['account']}:role/compliance-audit",
-                RoleSessionName="itbench",
-            )["Credentials"]
-            keys = {
-                "aws_access_key_id": creds["AccessKeyId"],
-                "aws_secret_access_key": creds["SecretAccessKey"],
-                "aws_session_token": creds["SessionToken"],
-            }
-        seed(_client_cache(session, keys), item["plan"], item["suffix"])
+        current["account"] = item["account"]
+        seed(clients, item["plan"], item["suffix"])
 
 
-def _client_cache(session: Any, keys: dict[str, str]) -> Callable[..., Any]:
-    """(service, region) -> one client of ``session`` with ``keys``, made once."""
+def _client_cache(session: Any) -> Callable[..., Any]:
+    """(service, region) -> one client of ``session``, made once."""
     made: dict[tuple[str, str], Any] = {}
 
     def clients(service: str, region: str = REGIONS[0]) -> Any:
         if (service, region) not in made:
-            made[service, region] = session.client(service, region_name=region, **keys)
+            made[service, region] = session.client(service, region_name=region)
         return made[service, region]
 
     return clients
