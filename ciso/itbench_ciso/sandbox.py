@@ -464,18 +464,8 @@ class Jail:
         out += ["--remount-ro", "/", "--chdir", RUN, "--"]
         return out + bridge + list(command)
 
-    def popen(
-        self,
-        command: Sequence[str],
-        env: dict[str, str],
-        stdout: int | IO[Any] | None = None,
-        stderr: int | IO[Any] | None = None,
-    ) -> subprocess.Popen[bytes]:
-        """Start ``command`` in the sandbox with exactly ``env`` as its environment.
-
-        The process leads a session of its own (stop it with its process group).
-        """
-        argv = self.argv(command)
+    def environment(self, env: dict[str, str]) -> dict[str, str]:
+        """The whole environment of a program given ``env``: a minimal base, then ``env``."""
         base: dict[str, str] = {
             "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -484,6 +474,21 @@ class Jail:
             "USER": "runner",
             "LOGNAME": "runner",
         }
+        return {**base, **env}
+
+    def popen(
+        self,
+        command: Sequence[str],
+        env: dict[str, str],
+        stdout: int | IO[Any] | None = None,
+        stderr: int | IO[Any] | None = None,
+        stdin: int | IO[Any] | None = subprocess.DEVNULL,
+    ) -> subprocess.Popen[bytes]:
+        """Start ``command`` in the sandbox with exactly :meth:`environment` of ``env``.
+
+        The process leads a session of its own (stop it with its process group).
+        """
+        argv = self.argv(command)
         kwargs: dict[str, Any] = {}
         if self.confined:
             _libc()
@@ -491,10 +496,10 @@ class Jail:
         return subprocess.Popen(  # noqa: S603 - the agent's program, confined
             argv,
             cwd="/" if self.confined else self.run_dir,
-            env={**base, **env},
+            env=self.environment(env),
             stdout=stdout,
             stderr=stderr,
-            stdin=subprocess.DEVNULL,
+            stdin=stdin,
             start_new_session=True,
             umask=0o022,  # the directories bubblewrap creates for mount points must be traversable
             **kwargs,

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 from itbench_ciso import sandbox
+from itbench_ciso.aws import Credentials
+from itbench_ciso.collector import Collector, collector_env
 from itbench_ciso.domain import CisoDomain
 from itbench_ciso.oracle import reference
 from itbench_ciso.sandbox import Jail, sandbox_problem, seccomp_program
@@ -221,3 +223,44 @@ def test_the_file_handle_agent_fails_end_to_end(tmp_path: Path) -> None:
         assert evidence["open_by_handle_at"] == os.strerror(1), evidence
         assert "root" not in evidence and "bad" not in evidence
     assert result.metrics["tp"] == 0 and result.metrics["evidence_collected"] == 1.0, judged
+
+
+WHAT_A_COLLECTOR_SEES = """\
+import json, os, sys
+print(json.dumps({
+    "name": __name__,
+    "argv": sys.argv,
+    "stdin": sys.stdin.read(),
+    "cwd": os.getcwd(),
+    "env": dict(os.environ),
+    "path0": sys.path[0],
+}))
+"""
+
+
+def test_a_collector_started_ahead_runs_its_script_as_a_fresh_one_would(tmp_path: Path) -> None:
+    """A collector whose sandbox started before the script came runs it as ``__main__`` with
+    exactly the account's environment, its own path, no input, in its run directory; one
+    whose sandbox died meanwhile says so."""
+    creds = Credentials("210987654321", "AKIAEXAMPLE", "secret", "token")
+    collector = Collector(tmp_path / "runs" / "a", tmp_path, 4566).start()
+    time.sleep(1.0)  # its imports done
+    assert collector.alive()
+    env = collector_env(creds, "http://127.0.0.1:4566", collector.jail)
+    out = collector.run(WHAT_A_COLLECTOR_SEES, env, timeout=30)
+    assert out.ok, (out.problem, out.stderr)
+    seen = out.evidence
+    assert seen["name"] == "__main__" and seen["stdin"] == ""
+    assert seen["argv"] == [collector.jail.inside(tmp_path / "runs" / "a" / "collector.py")]
+    assert seen["path0"] == seen["cwd"] == collector.jail.run
+    assert seen["env"] == collector.jail.environment(env)
+    assert seen["env"]["AWS_ACCESS_KEY_ID"] == "AKIAEXAMPLE"
+    assert not collector.alive()
+
+    dead = Collector(tmp_path / "runs" / "b", tmp_path, 4566).start()
+    assert dead._proc is not None
+    os.killpg(dead._proc.pid, 9)
+    dead._proc.wait(timeout=10)
+    assert not dead.alive()
+    out = dead.run("print('{}')", env, timeout=30)
+    assert out.problem is not None and "before its run" in out.problem

@@ -11,7 +11,7 @@ from itbench import Evaluation, InfrastructureError, Tool, port_open
 from itbench_ciso.ansible import PlayOutcome, run_playbook
 from itbench_ciso.aws import DEFAULT_CREDENTIALS, REGION, MotoServer
 from itbench_ciso.checks import cloud
-from itbench_ciso.collector import Collected, run_collector
+from itbench_ciso.collector import Collected, Collector, collector_env, run_collector
 from itbench_ciso.contracts import CLOUD
 from itbench_ciso.engine import PACKAGE, RULE
 from itbench_ciso.families import Runtime, timer
@@ -33,6 +33,7 @@ class CloudRuntime(Runtime):
         self.spare: MotoServer | None = None
         self.runs = 0
         self.last_evidence: Any = {}
+        self.warm: dict[str, Collector] = {}
 
     @property
     def timeout(self) -> float:
@@ -71,6 +72,15 @@ class CloudRuntime(Runtime):
             [(a, v.data, a[-8:]) for v, a in zip(self.hidden, self.accounts.values(), strict=True)],
         )
         self.spare.launch()
+        # The judge's collectors too: each account's sandbox imports boto3 during the turn.
+        self.warm = {
+            v.name: Collector(
+                self.ctx.trial_dir / "collector-runs" / f"judge-{v.name}",
+                self.ctx.trial_dir,
+                self.server.port,
+            ).start()
+            for v in self.hidden
+        }
 
     def _endpoint(self, name: str, accounts: list[tuple[str, Any, str]]) -> MotoServer:
         """A standby endpoint on the trial's port that makes ``(account, plan, suffix)``s."""
@@ -87,12 +97,18 @@ class CloudRuntime(Runtime):
         )
 
     def teardown(self) -> None:
-        """Stop the endpoints (killed: they keep nothing worth a clean exit)."""
+        """Stop the endpoints (killed: they keep nothing worth a clean exit) and collectors."""
         try:
             self.server.stop(timeout=0)
         finally:
             if self.spare is not None:
                 self.spare.stop(timeout=0)
+            self._close_warm()
+
+    def _close_warm(self) -> None:
+        warm, self.warm = self.warm, {}
+        for collector in warm.values():
+            collector.close()
 
     def _fresh_server(self) -> bool:
         """Replace the agent's endpoint by a fresh one on the same port (no state survives).
@@ -131,6 +147,16 @@ class CloudRuntime(Runtime):
         return run_collector(
             script, creds, self.server.url, run_dir, self.ctx.trial_dir, self.timeout
         )
+
+    def _judge_collect(self, script: str, name: str, account: str) -> Collected:
+        """Run the collector on a hidden account, in its sandbox started at setup if alive."""
+        collector = self.warm.pop(name, None)
+        if collector is None or not collector.alive():
+            if collector is not None:
+                collector.close()
+            return self._collect(script, account, f"judge-{name}")
+        env = collector_env(self.server.account(account), self.server.url, collector.jail)
+        return collector.run(script, env, self.timeout)
 
     def tools(self) -> list[Tool]:
         """``run_collector`` on the visible account and ``evaluate_policy``."""
@@ -235,7 +261,7 @@ class CloudRuntime(Runtime):
                     zip(
                         [v.name for v in self.hidden],
                         pool.map(
-                            lambda v: self._collect(script, accounts[v.name], f"judge-{v.name}"),
+                            lambda v: self._judge_collect(script, v.name, accounts[v.name]),
                             self.hidden,
                         ),
                         strict=True,
@@ -243,6 +269,7 @@ class CloudRuntime(Runtime):
                 )
         else:
             assert playbook is not None
+            self._close_warm()
             hosts = {v.name: self._host_vars(accounts[v.name]) for v in self.hidden}
             played = self._play(playbook, hosts, "judge")
             collected = {
