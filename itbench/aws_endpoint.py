@@ -6,6 +6,7 @@ server runs as a subprocess of the domain's own distribution, which depends on `
 
 from __future__ import annotations
 
+import hmac
 import json
 import secrets
 import signal
@@ -16,7 +17,15 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from itbench.aws_server import ADMIN_HEADER, PRELOAD_ENV, SEED_ENV, STANDBY_FLAG, TOKEN_ENV
+from itbench.aws_server import (
+    ADMIN_HEADER,
+    IDENTITY_PATH,
+    PRELOAD_ENV,
+    SEED_ENV,
+    STANDBY_FLAG,
+    TOKEN_ENV,
+    identity_answer,
+)
 from itbench.errors import InfrastructureError
 from itbench.process import ManagedProcess, wait_for_port
 
@@ -150,6 +159,22 @@ class AwsEndpoint:
     def alive(self) -> bool:
         """Whether the server process runs."""
         return self.process.alive()
+
+    def identity_problems(self, timeout: float = 10.0) -> list[str]:
+        """Why the port is not answered by this server (a fresh challenge), or nothing."""
+        nonce = secrets.token_hex(16)
+        try:
+            with urllib.request.urlopen(  # noqa: S310 - local URL
+                f"{self.url}{IDENTITY_PATH}?nonce={nonce}", timeout=timeout
+            ) as resp:
+                answer = resp.read(256).decode(errors="replace").strip()
+        except urllib.error.HTTPError as exc:
+            answer = f"HTTP {exc.code}"
+        except (urllib.error.URLError, OSError) as exc:
+            return [f"the AWS endpoint on port {self.port} does not answer: {exc}"]
+        if not hmac.compare_digest(answer, identity_answer(self._token, nonce)):
+            return [f"port {self.port} is answered by another server than the trial's endpoint"]
+        return []
 
     def admin(self, path: str, body: Any | None = None, method: str = "POST") -> bytes:
         """Call one of moto's ``/moto-api/`` endpoints.

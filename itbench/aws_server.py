@@ -10,6 +10,7 @@ Imported only in that subprocess, which runs in a domain distribution that depen
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import importlib
 import json
@@ -31,17 +32,38 @@ STANDBY_FLAG = "--standby"
 #: argument, JSON, is read from standard input).
 SEED_ENV = "ITBENCH_AWS_SEED"
 
+#: The path where the server proves it is the harness's: ``?nonce=N`` is answered with
+#: :func:`identity_answer` under its token, which no other server on the port can compute.
+IDENTITY_PATH = "/itbench-identity"
+
 _ADMIN_KEY = "HTTP_" + ADMIN_HEADER.upper().replace("-", "_")
 _ACCOUNT_KEY = "HTTP_X_MOTO_ACCOUNT_ID"
 
 
+def identity_answer(token: str, nonce: str) -> str:
+    """The answer of the server holding ``token`` to the challenge ``nonce``."""
+    return hmac.new(token.encode(), f"identity:{nonce}".encode(), hashlib.sha256).hexdigest()
+
+
 def guard(token: str) -> None:
-    """Refuse moto's admin API and account header to requests without ``token``."""
+    """Refuse moto's admin API and account header to requests without ``token``.
+
+    Also answers the identity challenge at :data:`IDENTITY_PATH`.
+    """
+    from urllib.parse import parse_qs
+
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
     def guarded(
         self: Any, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == IDENTITY_PATH:
+            nonce = parse_qs(environ.get("QUERY_STRING", "")).get("nonce", [""])[0][:128]
+            answer = identity_answer(token, nonce).encode()
+            start_response(
+                "200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(answer)))]
+            )
+            return [answer]
         app = self.get_application(environ)
         harness = hmac.compare_digest(str(environ.get(_ADMIN_KEY, "")), token)
         if not harness and (app is self.app_instances.get("moto_api") or _ACCOUNT_KEY in environ):
@@ -67,6 +89,10 @@ def _seed(target: str) -> None:
 
     module, _, name = target.partition(":")
     payload = json.load(sys.stdin)
+    # The payload is the harness's: nothing of it stays reachable through /proc/PID/fd/0.
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
     mock = mock_aws()
     mock.start(reset=False)
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -44,7 +45,7 @@ class Collected:
 #: at ``path`` as ``__main__`` with exactly that environment. Started ahead of its script, a
 #: collector pays for its imports while the agent works.
 BOOTSTRAP = """\
-import json, os, runpy, sys
+import json, os, sys
 try:
     import boto3  # noqa: F401 - a warm-up only
 except ImportError:
@@ -59,8 +60,24 @@ os.close(null)
 os.environ.clear()
 os.environ.update(job["env"])
 sys.argv = [job["path"]]
+sys.orig_argv = [sys.executable, job["path"]]
 sys.path[0] = os.path.dirname(job["path"])
-runpy.run_path(sys.argv[0], run_name="__main__")
+
+
+def _run(path):
+    # In the real __main__ module, emptied: `import __main__` finds the script's names.
+    import builtins
+
+    with open(path, "rb") as fh:
+        code = compile(fh.read(), path, "exec")
+    names = sys.modules["__main__"].__dict__
+    names.clear()
+    names.update(__name__="__main__", __file__=path, __builtins__=builtins, __doc__=None,
+                 __package__=None, __spec__=None, __loader__=None, __cached__=None)
+    exec(code, names)
+
+
+_run(job["path"])
 """
 
 
@@ -88,6 +105,8 @@ class Collector:
         self._stack = contextlib.ExitStack()
         self._proc: subprocess.Popen[bytes] | None = None
         self._problem: str | None = None
+        #: Whether its sandbox was found gone when the script came (no run took place).
+        self.lost = False
 
     def start(self) -> Collector:
         """Make the sandbox and start its Python (which then waits for the script)."""
@@ -123,7 +142,11 @@ class Collector:
             out.problem = out.problem or "the collector was not started"
             return out
         path = self.run_dir / "collector.py"
-        path.write_text(script, encoding="utf-8")
+        # Readable by the sandbox's uid whatever the harness's umask (the directory is its).
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o444)
+            fh.write(script.encode())
         job = {"env": self.jail.environment(env), "path": self.jail.inside(path)}
         try:
             assert proc.stdin is not None
@@ -132,6 +155,7 @@ class Collector:
             proc.wait(timeout=timeout)
         except BrokenPipeError:
             proc.wait()
+            self.lost = True
             out.problem = f"the collector's sandbox exited with {proc.returncode} before its run"
         except subprocess.TimeoutExpired:
             out.problem = f"the collector exceeded its time limit of {timeout:g}s"

@@ -6,9 +6,11 @@ sandbox, a moto server over HTTP.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -326,6 +328,63 @@ def test_a_spare_endpoint_tampered_with_is_not_the_judge_s(
     assert server.process.proc.pid != spare.process.proc.pid
 
 
+def test_a_usurper_of_the_endpoint_s_port_is_never_judged_on(
+    domain: CisoDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """A server that takes the endpoint's port is told apart from the harness's (it cannot
+    answer the identity challenge), and the judge refuses to collect from it."""
+    spec = catalog.scenarios["ciso/cloud-s3-versioning"]
+    assert isinstance(spec, CisoSpec)
+    with live(domain, spec, tmp_path) as (env, ctx):
+        toolbox, task = toolbox_and_task(domain, spec, env, ctx)
+        runtime = env.runtime
+        assert runtime.harness_problems() == []  # type: ignore[union-attr]
+        port = runtime.server.port  # type: ignore[union-attr]
+        runtime.server.process.proc.kill()  # type: ignore[union-attr]
+        runtime.server.process.proc.wait(timeout=10)  # type: ignore[union-attr]
+
+        class Anything(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the handler's protocol
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        usurper = http.server.ThreadingHTTPServer(("127.0.0.1", port), Anything)
+        threading.Thread(target=usurper.serve_forever, daemon=True).start()
+        try:
+            assert env.harness_problems() != []
+            # The identity challenge is what tells the two apart.
+            assert any("another server" in p for p in runtime.server.identity_problems())  # type: ignore[union-attr]
+            with pytest.raises(InfrastructureError, match="did not start"):
+                domain.evaluate(spec, env, domain.oracle(spec, task, toolbox), toolbox, ctx)
+        finally:
+            usurper.shutdown()
+            usurper.server_close()
+
+
+def test_a_judge_s_collector_sandbox_lost_before_judging_is_replaced(
+    domain: CisoDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """The collectors started for the judge during the agent's turn may die; the judge then
+    runs those accounts' collectors in fresh sandboxes and misses no evidence."""
+    spec = catalog.scenarios["ciso/cloud-s3-versioning"]
+    assert isinstance(spec, CisoSpec)
+    with live(domain, spec, tmp_path) as (env, ctx):
+        toolbox, task = toolbox_and_task(domain, spec, env, ctx)
+        warm = env.runtime.warm  # type: ignore[union-attr]
+        assert len(warm) == 6 and all(c.alive() for c in warm.values())
+        for collector in list(warm.values())[:2]:
+            assert collector._proc is not None
+            os.killpg(collector._proc.pid, signal.SIGKILL)
+            collector._proc.wait(timeout=10)
+        result = domain.evaluate(spec, env, domain.oracle(spec, task, toolbox), toolbox, ctx)
+    assert result.passed, result.details
+    assert result.metrics["evidence_collected"] == 1.0
+
+
 def test_hidden_accounts_are_made_in_the_standby_endpoint(tmp_path: Path) -> None:
     """The judge's endpoint holds the hidden accounts before it binds; a seeding that fails
     shows its error when the endpoint is activated."""
@@ -346,6 +405,10 @@ def test_hidden_accounts_are_made_in_the_standby_endpoint(tmp_path: Path) -> Non
     try:
         assert not port_open(spare.port)
         spare.activate()
+        # The payload is not left open to anyone who can read the server's descriptors.
+        assert spare.process.proc is not None
+        assert os.readlink(f"/proc/{spare.process.proc.pid}/fd/0") == "/dev/null"
+        assert spare.identity_problems() == []
         s3 = spare.client("s3", spare.account(account))
         names = sorted(b["Name"] for b in s3.list_buckets()["Buckets"])
         assert names == sorted(f"{b['name']}-00000042" for b in hidden[0].data["buckets"])

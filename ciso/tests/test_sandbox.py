@@ -234,6 +234,7 @@ print(json.dumps({
     "cwd": os.getcwd(),
     "env": dict(os.environ),
     "path0": sys.path[0],
+    "main": sorted(n for n in vars(__import__("__main__")) if not n.startswith("__")),
 }))
 """
 
@@ -255,7 +256,18 @@ def test_a_collector_started_ahead_runs_its_script_as_a_fresh_one_would(tmp_path
     assert seen["path0"] == seen["cwd"] == collector.jail.run
     assert seen["env"] == collector.jail.environment(env)
     assert seen["env"]["AWS_ACCESS_KEY_ID"] == "AKIAEXAMPLE"
+    # `import __main__` is the script's module: its names, nothing of the bootstrap's.
+    assert seen["main"] == ["json", "os", "sys"]
     assert not collector.alive()
+
+    # A harness whose umask keeps others from reading new files: the script is still read.
+    mask = os.umask(0o026)
+    try:
+        again = Collector(tmp_path / "runs" / "c", tmp_path, 4566).start()
+        out = again.run("print('{\"ok\": 1}')", env, timeout=30)
+    finally:
+        os.umask(mask)
+    assert out.evidence == {"ok": 1}, (out.problem, out.stderr)
 
     dead = Collector(tmp_path / "runs" / "b", tmp_path, 4566).start()
     assert dead._proc is not None

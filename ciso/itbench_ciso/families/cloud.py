@@ -65,6 +65,7 @@ class CloudRuntime(Runtime):
             self.server.activate()
         except InfrastructureError as exc:
             raise InfrastructureError(f"making the visible account failed: {exc}") from None
+        self._check_identity()
         # The hidden accounts made while the agent works, in a server that binds the port
         # only once the agent's server is gone.
         self.spare = self._endpoint(
@@ -73,14 +74,19 @@ class CloudRuntime(Runtime):
         )
         self.spare.launch()
         # The judge's collectors too: each account's sandbox imports boto3 during the turn.
-        self.warm = {
-            v.name: Collector(
+        for v in self.hidden:
+            self.warm[v.name] = Collector(
                 self.ctx.trial_dir / "collector-runs" / f"judge-{v.name}",
                 self.ctx.trial_dir,
                 self.server.port,
-            ).start()
-            for v in self.hidden
-        }
+            )
+            self.warm[v.name].start()
+
+    def _check_identity(self) -> None:
+        """The port must be answered by the endpoint the harness started (not a usurper)."""
+        found = self.server.identity_problems()
+        if found:
+            raise InfrastructureError("; ".join(found))
 
     def _endpoint(self, name: str, accounts: list[tuple[str, Any, str]]) -> MotoServer:
         """A standby endpoint on the trial's port that makes ``(account, plan, suffix)``s."""
@@ -101,9 +107,11 @@ class CloudRuntime(Runtime):
         try:
             self.server.stop(timeout=0)
         finally:
-            if self.spare is not None:
-                self.spare.stop(timeout=0)
-            self._close_warm()
+            try:
+                if self.spare is not None:
+                    self.spare.stop(timeout=0)
+            finally:
+                self._close_warm()
 
     def _close_warm(self) -> None:
         warm, self.warm = self.warm, {}
@@ -119,18 +127,27 @@ class CloudRuntime(Runtime):
         """
         self.server.stop(timeout=0)
         spare, self.spare = self.spare, None
-        if spare is not None and spare.alive() and not port_open(spare.port):
+        if port_open(self.server.port):
+            if spare is not None:
+                spare.stop()
+            raise InfrastructureError(
+                f"port {self.server.port} of the AWS endpoint is held by a process the harness "
+                "did not start"
+            )
+        if spare is not None and spare.alive():
             try:
                 spare.activate()
             except InfrastructureError:
                 spare.stop()
             else:
                 self.server = spare
+                self._check_identity()
                 return True
         elif spare is not None:
             spare.stop()
         self.server = MotoServer(self.server.port, self.ctx.trial_dir, preload=cloud.SERVICES)
         self.server.start()
+        self._check_identity()
         return False
 
     def harness_problems(self) -> list[str]:
@@ -139,7 +156,7 @@ class CloudRuntime(Runtime):
             return [f"the AWS endpoint (moto server on port {self.server.port}) is gone"]
         if not port_open(self.server.port):
             return [f"the AWS endpoint (moto server) no longer listens on {self.server.port}"]
-        return []
+        return self.server.identity_problems()
 
     def _collect(self, script: str, account: str, label: str) -> Collected:
         creds = self.server.account(account)
@@ -151,12 +168,15 @@ class CloudRuntime(Runtime):
     def _judge_collect(self, script: str, name: str, account: str) -> Collected:
         """Run the collector on a hidden account, in its sandbox started at setup if alive."""
         collector = self.warm.pop(name, None)
-        if collector is None or not collector.alive():
-            if collector is not None:
-                collector.close()
-            return self._collect(script, account, f"judge-{name}")
-        env = collector_env(self.server.account(account), self.server.url, collector.jail)
-        return collector.run(script, env, self.timeout)
+        if collector is not None and collector.alive():
+            env = collector_env(self.server.account(account), self.server.url, collector.jail)
+            out = collector.run(script, env, self.timeout)
+            if not collector.lost:
+                return out
+        elif collector is not None:
+            collector.close()
+        # Its sandbox died before the script came: a fresh one, as the agent's runs have.
+        return self._collect(script, account, f"judge-{name}")
 
     def tools(self) -> list[Tool]:
         """``run_collector`` on the visible account and ``evaluate_policy``."""
