@@ -161,20 +161,32 @@ class AwsEndpoint:
         return self.process.alive()
 
     def identity_problems(self, timeout: float = 10.0) -> list[str]:
-        """Why the port is not answered by this server (a fresh challenge), or nothing."""
+        """Why the port is not answered by this server (a fresh challenge), or nothing.
+
+        Args:
+            timeout: Seconds to wait for the answer (a stopped server never answers).
+        """
         nonce = secrets.token_hex(16)
         try:
             with urllib.request.urlopen(  # noqa: S310 - local URL
-                f"{self.url}{IDENTITY_PATH}?nonce={nonce}", timeout=timeout
+                self._identity_request(nonce), timeout=timeout
             ) as resp:
                 answer = resp.read(256).decode(errors="replace").strip()
         except urllib.error.HTTPError as exc:
             answer = f"HTTP {exc.code}"
         except (urllib.error.URLError, OSError) as exc:
             return [f"the AWS endpoint on port {self.port} does not answer: {exc}"]
-        if not hmac.compare_digest(answer, identity_answer(self._token, nonce)):
+        if not hmac.compare_digest(answer, self._identity_answer(nonce)):
             return [f"port {self.port} is answered by another server than the trial's endpoint"]
         return []
+
+    def _identity_request(self, nonce: str) -> urllib.request.Request:
+        """The challenge's request (a server module of a domain may have its own)."""
+        return urllib.request.Request(f"{self.url}{IDENTITY_PATH}?nonce={nonce}")
+
+    def _identity_answer(self, nonce: str) -> str:
+        """The answer only this server can give to ``nonce``."""
+        return identity_answer(self._token, nonce)
 
     def admin(self, path: str, body: Any | None = None, method: str = "POST") -> bytes:
         """Call one of moto's ``/moto-api/`` endpoints.

@@ -9,7 +9,6 @@ cannot.
 
 from __future__ import annotations
 
-import hmac
 import json
 import secrets
 import subprocess
@@ -112,24 +111,11 @@ class MotoServer(_MotoServer):
                 return found
         return [f"the AWS endpoint (pid {self._pid}) exited with status {code}"]
 
-    def identity_problems(self, timeout: float = IDENTITY_TIMEOUT) -> list[str]:
-        """Whether the port answers a fresh challenge as only this server's key can, or nothing.
-
-        Args:
-            timeout: Seconds to wait for the answer (a stopped server never answers).
-        """
-        nonce = secrets.token_hex(16)
-        req = urllib.request.Request(
+    def _identity_request(self, nonce: str) -> urllib.request.Request:
+        return urllib.request.Request(
             f"{self.url}{IDENTITY_PATH}?{urllib.parse.urlencode({'nonce': nonce})}",
             headers={ADMIN_HEADER: admin_token(self._key)},
         )
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
-                answer = resp.read(256).decode(errors="replace").strip()
-        except urllib.error.HTTPError as exc:
-            answer = f"HTTP {exc.code}"
-        except (urllib.error.URLError, OSError) as exc:
-            return [f"the AWS endpoint on port {self.port} does not answer: {exc}"]
-        if not hmac.compare_digest(answer, identity_answer(self._key, nonce)):
-            return [f"port {self.port} is answered by another server than the trial's endpoint"]
-        return []
+
+    def _identity_answer(self, nonce: str) -> str:
+        return identity_answer(self._key, nonce)
