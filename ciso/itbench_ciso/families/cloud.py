@@ -54,6 +54,13 @@ class CloudRuntime(Runtime):
         rng = random.Random(self.ctx.secret_seed("ciso:hidden-accounts"))
         #: Hidden variant name -> its account id.
         self.accounts = {v.name: f"{rng.randrange(10**11, 10**12)}" for v in self.hidden}
+        # The hidden accounts made from now on, beside the visible one and during the agent's
+        # turn, in a server that binds the port only once the agent's server is gone.
+        self.spare = self._endpoint(
+            "aws-endpoint-judge",
+            [(a, v.data, a[-8:]) for v, a in zip(self.hidden, self.accounts.values(), strict=True)],
+        )
+        self.spare.launch()
         # The visible account made inside the server before it binds (no client of the
         # harness pays for boto3 calls), then served at once.
         self.server = self._endpoint(
@@ -66,13 +73,6 @@ class CloudRuntime(Runtime):
         except InfrastructureError as exc:
             raise InfrastructureError(f"making the visible account failed: {exc}") from None
         self._check_identity()
-        # The hidden accounts made while the agent works, in a server that binds the port
-        # only once the agent's server is gone.
-        self.spare = self._endpoint(
-            "aws-endpoint-judge",
-            [(a, v.data, a[-8:]) for v, a in zip(self.hidden, self.accounts.values(), strict=True)],
-        )
-        self.spare.launch()
         # The judge's collectors too: each account's sandbox imports boto3 during the turn.
         for v in self.hidden:
             self.warm[v.name] = Collector(
