@@ -171,12 +171,14 @@ class AwsEndpoint:
             with urllib.request.urlopen(  # noqa: S310 - local URL
                 self._identity_request(nonce), timeout=timeout
             ) as resp:
-                answer = resp.read(256).decode(errors="replace").strip()
+                answer = bytes(resp.read(256)).strip()
         except urllib.error.HTTPError as exc:
-            answer = f"HTTP {exc.code}"
+            answer = f"HTTP {exc.code}".encode()
         except (urllib.error.URLError, OSError) as exc:
             return [f"the AWS endpoint on port {self.port} does not answer: {exc}"]
-        if not hmac.compare_digest(answer, self._identity_answer(nonce)):
+        except Exception as exc:  # noqa: BLE001 - whatever holds the port may answer anything
+            return [f"port {self.port} answers the identity challenge with garbage: {exc!r}"]
+        if not hmac.compare_digest(answer, self._identity_answer(nonce).encode()):
             return [f"port {self.port} is answered by another server than the trial's endpoint"]
         return []
 

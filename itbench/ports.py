@@ -17,7 +17,20 @@ from itbench.errors import InfrastructureError
 #: Ports are handed out in units of this size; a trial takes as many consecutive units as it needs.
 UNIT = 100
 FIRST_PORT = int(os.environ.get("ITBENCH_PORT_BASE", "20000"))
-LAST_PORT = 60000
+
+
+def _ephemeral_first(default: int = 32768) -> int:
+    """The first port the kernel gives outgoing connections (Linux; ``default`` elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return default
+
+
+# Below the kernel's range for outgoing connections: a client socket that happens to take a
+# trial's port (any HTTP call of the harness) would keep its server from binding it.
+_EPHEMERAL = _ephemeral_first()
+LAST_PORT = min(60000, _EPHEMERAL) if _EPHEMERAL > FIRST_PORT else 60000
 
 
 def _lock_dir() -> Path:

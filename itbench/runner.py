@@ -772,7 +772,10 @@ class TrialRun:
             raise
         except Exception as exc:
             # A harness server that died while judging is tampering, not infrastructure.
-            problems = env.harness_problems()
+            try:
+                problems = list(env.harness_problems())
+            except Exception as check:  # noqa: BLE001 - a check that fails is a problem found
+                problems = [f"the harness's servers cannot be checked: {check!r}"]
             if problems:
                 raise IntegrityError("; ".join(problems)) from exc
             raise

@@ -77,6 +77,20 @@ def test_a_port_block_is_reserved_while_held_and_released_after() -> None:
     assert not _held(block.base) and not _held(block.base + UNIT)
 
 
+def test_trial_ports_stay_below_the_kernel_s_range_for_outgoing_connections() -> None:
+    """A client socket of any process may take a port of that range at any time, which would
+    keep a trial's server from binding it."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    allocator = PortAllocator()
+    assert allocator.last <= low
+    blocks = [allocator.acquire(UNIT) for _ in range(3)]
+    try:
+        assert all(b.base + b.count <= low for b in blocks)
+    finally:
+        for b in blocks:
+            b.release()
+
+
 def test_free_ports_are_distinct_bindable_and_held_for_the_process() -> None:
     ports = [free_port() for _ in range(3)]
     assert len(set(ports)) == 3

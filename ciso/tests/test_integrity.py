@@ -20,11 +20,12 @@ import pytest
 from itbench_ciso.aws import MotoServer
 from itbench_ciso.checks import all_checks, cloud
 from itbench_ciso.domain import CisoDomain
+from itbench_ciso.families.cloud import CloudRuntime
 from itbench_ciso.oracle import reference
 from itbench_ciso.sandbox import sandbox_problem
 from itbench_ciso.spec import CisoSpec, CisoSubmission
 
-from itbench import InfrastructureError, port_open
+from itbench import InfrastructureError, IntegrityError, port_open
 from itbench.catalog import Catalog
 from itbench.domain import TrialContext
 from itbench.testing import free_port
@@ -347,7 +348,7 @@ def test_a_usurper_of_the_endpoint_s_port_is_never_judged_on(
             def do_GET(self) -> None:  # noqa: N802 - the handler's protocol
                 self.send_response(200)
                 self.end_headers()
-                self.wfile.write(b"ok")
+                self.wfile.write(b"\xff\xfe not ascii")
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -363,6 +364,31 @@ def test_a_usurper_of_the_endpoint_s_port_is_never_judged_on(
         finally:
             usurper.shutdown()
             usurper.server_close()
+
+
+def test_an_endpoint_replaced_while_the_judge_collects_makes_the_trial_invalid(
+    domain: CisoDomain, catalog: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Evidence counts only if the harness's endpoint still held the port once collected."""
+    spec = catalog.scenarios["ciso/cloud-s3-versioning"]
+    assert isinstance(spec, CisoSpec)
+    collect = CloudRuntime._judge_collect
+
+    done: list[str] = []
+
+    def and_kill_the_endpoint(self: CloudRuntime, *args: Any) -> Any:
+        out = collect(self, *args)
+        done.append(args[1])
+        if len(done) == len(self.hidden):  # the last account's evidence is in
+            assert self.server.process.proc is not None
+            self.server.process.proc.kill()
+        return out
+
+    with live(domain, spec, tmp_path) as (env, ctx):
+        toolbox, task = toolbox_and_task(domain, spec, env, ctx)
+        monkeypatch.setattr(CloudRuntime, "_judge_collect", and_kill_the_endpoint)
+        with pytest.raises(IntegrityError, match="gone|exited|answer"):
+            domain.evaluate(spec, env, domain.oracle(spec, task, toolbox), toolbox, ctx)
 
 
 def test_a_judge_s_collector_sandbox_lost_before_judging_is_replaced(

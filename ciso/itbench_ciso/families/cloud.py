@@ -7,7 +7,7 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from itbench import Evaluation, InfrastructureError, Tool, port_open
+from itbench import Evaluation, InfrastructureError, IntegrityError, Tool, port_open
 from itbench_ciso.ansible import PlayOutcome, run_playbook
 from itbench_ciso.aws import DEFAULT_CREDENTIALS, REGION, MotoServer
 from itbench_ciso.checks import cloud
@@ -169,8 +169,11 @@ class CloudRuntime(Runtime):
         """Run the collector on a hidden account, in its sandbox started at setup if alive."""
         collector = self.warm.pop(name, None)
         if collector is not None and collector.alive():
-            env = collector_env(self.server.account(account), self.server.url, collector.jail)
-            out = collector.run(script, env, self.timeout)
+            try:
+                env = collector_env(self.server.account(account), self.server.url, collector.jail)
+                out = collector.run(script, env, self.timeout)
+            finally:
+                collector.close()
             if not collector.lost:
                 return out
         elif collector is not None:
@@ -339,6 +342,10 @@ class CloudRuntime(Runtime):
             else:
                 verdicts.append(None if a.error else nonempty(a.value))
                 errors.append(a.error)
+        # The evidence came from the harness's endpoint only if it still holds the port.
+        found = self.harness_problems()
+        if found:
+            raise IntegrityError("; ".join(found))
         conf, judgements = judge_verdicts(self.hidden, verdicts, errors)
         return evaluation(
             conf,
