@@ -190,14 +190,6 @@ def seed_accounts(accounts: list[dict[str, Any]]) -> None:
         request.headers["x-moto-account-id"] = current["account"]
 
     session.events.register("before-sign", name_the_account)
-    clients = _client_cache(session)
-    for item in accounts:
-        current["account"] = item["account"]
-        seed(clients, item["plan"], item["suffix"])
-
-
-def _client_cache(session: Any) -> Callable[..., Any]:
-    """(service, region) -> one client of ``session``, made once."""
     made: dict[tuple[str, str], Any] = {}
 
     def clients(service: str, region: str = REGIONS[0]) -> Any:
@@ -205,7 +197,9 @@ def _client_cache(session: Any) -> Callable[..., Any]:
             made[service, region] = session.client(service, region_name=region)
         return made[service, region]
 
-    return clients
+    for item in accounts:
+        current["account"] = item["account"]
+        seed(clients, item["plan"], item["suffix"])
 
 
 def _seed_region(ec2: Any, part: Plan) -> None:
