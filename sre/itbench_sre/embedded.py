@@ -123,7 +123,7 @@ class EmbeddedShop(ShopBackend):
             "max_rps": 7 if service == "frontend" else None,
             "memory_limit_mb": 160,
             "max_open_files": 256,
-            "flags": {},
+            "flags": {flag: True for flag in topology.ROUTINE_FLAGS[service]},
             "tracing": {"enabled": self.traces},
         }
         if service == "payment":

@@ -15,6 +15,7 @@ from itbench_sre.backend import ChangeSet
 from itbench_sre.embedded import JOB_PROGRAM, EmbeddedShop
 from itbench_sre.promproxy import PrometheusProxy
 from itbench_sre.spec import ALERT_BLIP_DELAY_MS, BLIP_DELAY_MS, DecoySpec, NoiseSpec, SreSpec
+from itbench_sre.stray import StrayClient
 from itbench_sre.tools import ActionJournal, build_tools
 
 from itbench import Environment, InfrastructureError, Tool, TrialContext
@@ -79,6 +80,7 @@ class SreEnvironment(Environment):
         self.injected_at: float | None = None
         self.observable_at: float | None = None
         self._timers: list[threading.Timer] = []
+        self._strays: list[StrayClient] = []
         self.trigger_until = 0.0
         #: (pid, start time) of each harness server, taken at the end of setup.
         self.identities: dict[str, tuple[int, float] | None] = {}
@@ -185,7 +187,16 @@ class SreEnvironment(Environment):
         self.baseline["loadgen"] = _digest(self.shop.read_private("loadgen.json"))
 
     def _decoy(self, decoy: DecoySpec) -> None:
-        """A routine compatible change: a patch release or a tuning value, deployed."""
+        """Play one decoy: a routine change deployed, or a stray client started."""
+        if decoy.kind == "stray_client":
+            client = StrayClient(
+                decoy.target,
+                self.shop.instance_port(topology.instances(decoy.target, 1)[0]),
+                float(decoy.value),
+            )
+            self._strays.append(client)
+            client.start()
+            return
         cfg = json.loads(self.shop.read_config(decoy.target))
         if decoy.kind == "patch_release":
             cfg["release"] = topology.BY_NAME[decoy.target].patch
@@ -370,6 +381,8 @@ class SreEnvironment(Environment):
         """Stop everything (idempotent)."""
         for timer in self._timers:
             timer.cancel()
+        for client in self._strays:
+            client.stop()
         self.proxy.stop()
         HANDOVER.pop(self.ctx.trial_id, None)
         self.shop.teardown()

@@ -174,7 +174,7 @@ def double_faults() -> str:
 def topology_section() -> str:
     """The shop's services, datastores, call edges and the entities an agent may name."""
     lines = _table(
-        ("service", "replicas (max)", "instances", "calls", "releases", "flags"),
+        ("service", "replicas (max)", "instances", "calls", "releases", "flags on", "flags off"),
         (
             (
                 f"`{s.name}`",
@@ -182,6 +182,7 @@ def topology_section() -> str:
                 _code(topology.instances(s.name)),
                 _code(s.upstreams) or "none",
                 _code(s.releases),
+                _code(topology.ROUTINE_FLAGS.get(s.name, ())) or "none",
                 _code(topology.FLAGS.get(s.name, ())) or "none",
             )
             for s in topology.SERVICES

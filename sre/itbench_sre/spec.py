@@ -19,7 +19,7 @@ BLIP_DELAY_MS = 150
 ALERT_BLIP_DELAY_MS = 1200
 
 NoiseKind = Literal["restart_replica", "compatible_release", "latency_blip", "alert_blip"]
-DecoyKind = Literal["patch_release", "tuning"]
+DecoyKind = Literal["patch_release", "tuning", "stray_client"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,9 @@ TUNING: dict[str, tuple[Any, ...]] = {
     "memory_limit_mb": (176, 192),
     "max_open_files": (320, 384),
 }
+
+#: Clock offsets, seconds, of a stray client (all outside the services' 30 s date window).
+STRAY_OFFSETS: tuple[int, ...] = (-900, -420, 360, 3600)
 
 
 def _one_of(value: str | None, values: list[str], what: str) -> list[str]:
@@ -212,14 +215,22 @@ class NoiseSpec(BaseModel):
 
 
 class DecoySpec(BaseModel):
-    """A routine, compatible change on a service: history that is no cause."""
+    """A red herring on a service that is no cause.
+
+    ``patch_release`` and ``tuning`` are routine, compatible changes (a new revision, the
+    instances restarted); ``stray_client`` is an outside client whose clock is off by ``value``
+    seconds and that keeps calling the service's first instance, which refuses it (401).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: DecoyKind
     target: str = Field(description="A service.")
     key: str = Field(default="", description="The tuned configuration key (tuning only).")
-    value: Any = Field(default=None, description="The tuned value (tuning only).")
+    value: Any = Field(
+        default=None,
+        description="The tuned value (tuning) or the client's clock offset, s (stray_client).",
+    )
 
     @model_validator(mode="after")
     def _valid(self) -> DecoySpec:
@@ -227,6 +238,8 @@ class DecoySpec(BaseModel):
             raise ValueError(f"decoy target {self.target!r} is no service")
         if self.kind == "tuning" and (self.key not in TUNING or self.value not in TUNING[self.key]):
             raise ValueError(f"tuning key/value must be one of {TUNING}")
+        if self.kind == "stray_client" and self.value not in STRAY_OFFSETS:
+            raise ValueError(f"a stray client's clock offset must be one of {STRAY_OFFSETS}")
         return self
 
 
@@ -281,8 +294,9 @@ class SreSpec(ScenarioSpec):
         default=2,
         ge=0,
         le=4,
-        description="Routine compatible changes (patch releases, tuning) each trial draws on "
-        "services that are no fault's target, played among the faults.",
+        description="Red herrings each trial draws on services that are no fault's target, "
+        "played among the faults: routine compatible changes (patch releases, tuning) or a "
+        "stray client whose clock is off.",
     )
     decoy_changes: list[DecoySpec] = Field(
         default_factory=list, description="The drawn decoys (filled by the draw)."
@@ -330,8 +344,13 @@ class SreSpec(ScenarioSpec):
         free = [s.name for s in topology.SERVICES if s.name not in busy]
         decoys = list(self.decoy_changes)
         for service in rng.sample(free, min(self.decoys, len(free))) if not decoys else []:
-            if rng.random() < 0.5:
+            pick = rng.random()
+            if pick < 1 / 3:
                 decoys.append(DecoySpec(kind="patch_release", target=service))
+            elif pick >= 2 / 3:
+                decoys.append(
+                    DecoySpec(kind="stray_client", target=service, value=rng.choice(STRAY_OFFSETS))
+                )
             else:
                 key = rng.choice(sorted(TUNING))
                 decoys.append(

@@ -67,7 +67,22 @@ SERVICES: tuple[ServiceDef, ...] = (
 
 BY_NAME: dict[str, ServiceDef] = {s.name: s for s in SERVICES}
 
-#: Feature flags of each service's configuration (all off in the baseline deployment).
+#: Flags on in every baseline deployment: shipped features whose code paths work (a flag that is
+#: on is no cause by itself).
+ROUTINE_FLAGS: dict[str, tuple[str, ...]] = {
+    "frontend": ("promo_banner", "new_header"),
+    "catalog": ("search_suggestions",),
+    "cart": ("saved_for_later",),
+    "currency": ("rate_cache",),
+    "recommendation": ("trending_first",),
+    "checkout": ("address_autocomplete",),
+    "payment": ("receipt_email",),
+    "shipping": ("eco_option",),
+    "notification": ("digest_mode",),
+}
+
+#: Feature flags of each service's configuration with a fault behind them (all off in the
+#: baseline deployment).
 FLAGS: dict[str, tuple[str, ...]] = {
     "catalog": ("dynamic_pricing", "audit_trail", "statement_cache"),
     "cart": ("session_cache", "audit_trail", "background_refresh"),

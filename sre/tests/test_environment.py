@@ -14,6 +14,7 @@ import pytest
 from itbench_sre import faults, topology
 from itbench_sre.domain import SreDomain
 from itbench_sre.environment import SreEnvironment
+from itbench_sre.spec import DecoySpec, SreSpec
 
 from itbench.catalog import Catalog
 from itbench.process import port_open
@@ -36,16 +37,21 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
     domain: SreDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
     spec = catalog.scenarios["sre/control-latency-blip"]
+    assert isinstance(spec, SreSpec)
+    # Shop a has a stray client among its decoys.
+    stray = DecoySpec(kind="stray_client", target="shipping", value=-900)
+    with_stray = spec.model_copy(update={"decoy_changes": [stray]})
     # Servers die with the thread that started them: the pool outlives the environments.
     pool = ThreadPoolExecutor(2)
     with pool, ExitStack() as stack:
         envs: list[SreEnvironment] = [
-            stack.enter_context(live(domain, spec, tmp_path / name))
-            for name in ("a", "b")  # type: ignore[arg-type]
+            stack.enter_context(live(domain, s, tmp_path / name))
+            for s, name in ((with_stray, "a"), (spec, "b"))
         ]
         list(pool.map(lambda e: e.setup(), envs))
-        list(pool.map(lambda e: e.wait_observable(60), envs))
         a, b = envs
+        a.inject()  # its noise (a latency blip) and its decoy
+        list(pool.map(lambda e: e.wait_observable(60), envs))
         assert a.shop.port_base != b.shop.port_base
         roots = [e.shop.root for e in envs]
         ports = [p for e in envs for p in range(e.shop.port_base, e.shop.port_base + 100)]
@@ -67,8 +73,19 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
         assert all(float(s["value"]) == 1 for s in up)
         rules = a.shop.prom("/api/v1/rules", {})["groups"][0]["rules"]
         assert {r["name"] for r in rules} >= {"HighErrorRate", "InstanceDown", "Saturation"}
-        # A loaded machine may raise a passing latency alert: the shop settles again.
+        # A loaded machine may raise a passing latency alert: the shop settles again (the
+        # stray client raises none).
         assert _wait(lambda: box.call("alerts") == [], 20)
+        # The stray client is refused and logged by the instance it calls, and hurts nobody.
+        assert [c.calls > 0 for c in a._strays] == [True]
+        refused = "outside the allowed window"
+        assert _wait(lambda: box.call("logs", service="shipping", filter=refused), 10)
+        assert not box.call("logs", service="shipping", filter=refused, level="error")
+        assert not Toolbox.of(b.tools()).call("logs", service="shipping", filter=refused)
+        count = 'sum(increase(http_requests_total{instance="shipping-0",code="401"}[10s]))'
+        assert float(box.call("query", promql=count)[0]["value"]) >= 2
+        shop_errors = 'sum(increase(upstream_requests_total{outcome="error"}[10s])) > 0'
+        assert box.call("query", promql=shop_errors) == []
         assert box.call("logs", service="frontend-service", limit=5)
         assert _wait(lambda: box.call("traces", service="checkout", limit=2), 10)
         # A shop seconds old has few points in the window: wait for the latest one.
@@ -103,8 +120,9 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
         assert _wait(lambda: any(x.get("alertname") == "HighErrorRate" for x in b.firing()), 30)
         b.shop.apply(mech.recover(b.shop, "redis", {}))
         assert _wait(lambda: not b.firing(), 30), b.firing()
-    # Teardown: nothing of either shop runs, no port of either block is bound.
+    # Teardown: nothing of either shop runs, no port of either block is bound, no client calls.
     time.sleep(0.5)
+    assert not any(c._thread.is_alive() for c in envs[0]._strays)
     for root in roots:
         assert processes_under(root) == []
     assert [p for p in ports if port_open(p)] == []

@@ -15,7 +15,16 @@ from itbench_sre.embedded import HARNESS_RECORD, recorded_shared
 from itbench_sre.pgtemplate import shared_root
 from itbench_sre.rules import RULES
 from itbench_sre.scoring import judge_answer
-from itbench_sre.spec import NOISE_KINDS, TASK_TYPES, FaultSpec, NoiseKind, SreSpec, SreSubmission
+from itbench_sre.spec import (
+    NOISE_KINDS,
+    STRAY_OFFSETS,
+    TASK_TYPES,
+    DecoySpec,
+    FaultSpec,
+    NoiseKind,
+    SreSpec,
+    SreSubmission,
+)
 from pydantic import ValidationError
 
 from itbench.catalog import Catalog
@@ -69,6 +78,19 @@ def test_draws_explore_the_declared_sets(catalog: Catalog) -> None:
         assert fault.chosen not in {x.target for x in d.decoy_changes}
         record = d.drawn_record()
         assert record["faults"][0]["target"] == fault.chosen
+    # Decoys are routine changes or stray clients, each drawn often.
+    kinds = [x.kind for d in _draws(spec, 60) for x in d.decoy_changes]
+    assert {k: kinds.count(k) > 10 for k in set(kinds)} == dict.fromkeys(
+        ("patch_release", "tuning", "stray_client"), True
+    )
+    assert all(
+        x.value in STRAY_OFFSETS and abs(x.value) > 30
+        for d in draws
+        for x in d.decoy_changes
+        if x.kind == "stray_client"
+    )
+    with pytest.raises(ValueError, match="clock offset"):
+        DecoySpec(kind="stray_client", target="shipping", value=10)
     # Two faults of a problem get different targets where the sets allow it.
     double = catalog.scenarios["sre/deadlock-and-rollout"]
     assert isinstance(double, SreSpec)

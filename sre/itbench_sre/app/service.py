@@ -512,14 +512,16 @@ def _handler(rt: Runtime, shop: Shop) -> type[BaseHTTPRequestHandler]:
             elapsed = time.time() - start
             REQUESTS.labels(route=route, code=str(status)).inc()
             LATENCY.labels(route=route).observe(elapsed)
-            level = "error" if status >= 500 else "info"
+            # A refused request (its date outside the window) is the caller's problem, logged as
+            # a warning with the reason.
+            level = "error" if status >= 500 else "warning" if status == 401 else "info"
             fields: dict[str, Any] = {
                 "method": method,
                 "route": route,
                 "status": status,
                 "duration_ms": round(elapsed * 1000, 1),
             }
-            if status >= 500:
+            if status >= 500 or status == 401:
                 fields["error"] = answer.get("error")
             rt.log(level, "request", **fields)
             rt.record_span(f"{method} {route}", "server", trace_id, span_id, parent, start, status)
