@@ -45,10 +45,15 @@ def oracle(spec: SreSpec, toolbox: Toolbox, handle: str = "") -> SreSubmission:
         return SreSubmission(incident=False)
     measured = _measured_spread(toolbox, handle, truth.root_causes)
     if "mitigation" in spec.task_types:
+        followed = {d.target for d in spec.decoy_changes if d.kind == "follow_up"}
         for f in spec.faults:
             mech = faults.get(f.mechanism)
             assert mech.fix is not None
             for tool, args in mech.fix(f.chosen, f.merged_params()):
+                if tool == "rollback" and args["service"] in followed:
+                    # The fault's revision and the follow-up came after the one to go back to.
+                    history = toolbox.call("read_config", entity=args["service"])["revisions"]
+                    args = {**args, "revision": history[-3]["revision"]}
                 toolbox.call(tool, **args)
     return SreSubmission(
         incident=True,

@@ -99,8 +99,8 @@ class ShopBackend(ABC):
         """Record a service's current configuration as a new revision."""
 
     @abstractmethod
-    def rollback(self, service: str) -> dict[str, Any]:
-        """Redeploy the previous revision of a service; returns the new revision entry."""
+    def rollback(self, service: str, revision: int | None = None) -> dict[str, Any]:
+        """Redeploy an earlier revision (default: the previous one); the new revision entry."""
 
     @abstractmethod
     def read_private(self, name: str) -> str:

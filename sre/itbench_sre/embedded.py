@@ -694,21 +694,32 @@ class EmbeddedShop(ShopBackend):
             with contextlib.suppress(ValueError, OSError):
                 self._add_revision(entity, json.loads(self.read_config(entity)))
 
-    def rollback(self, service: str) -> dict[str, Any]:
-        """Redeploy the revision before the current one and restart the running instances.
+    def rollback(self, service: str, revision: int | None = None) -> dict[str, Any]:
+        """Redeploy an earlier revision and restart the running instances.
+
+        Args:
+            service: A service or ``dns``.
+            revision: The revision to redeploy; by default the one before the current one
+                (the newest that differs from what runs).
 
         Returns:
             The revision now deployed (as a new revision entry).
 
         Raises:
-            ValueError: no earlier revision.
+            ValueError: no earlier revision, or no such revision, or it is what runs.
         """
         history = self.revisions(service)
         current = json.loads(self.read_config(service))
         earlier = [h for h in history if h["config"] != current]
+        if revision is not None:
+            numbers = [h["revision"] for h in history]
+            if revision not in numbers:
+                raise ValueError(f"{service} has no revision {revision} (it has {numbers})")
+            earlier = [h for h in earlier if h["revision"] == revision]
+            if not earlier:
+                raise ValueError(f"revision {revision} of {service} is what runs")
         if not earlier:
             raise ValueError(f"{service} has no earlier revision to roll back to")
-        # The revision before the one running: the newest entry that differs from it.
         target = earlier[-1]
         self.write_config(service, json.dumps(target["config"], indent=2) + "\n")
         self._add_revision(service, target["config"])

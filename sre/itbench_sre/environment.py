@@ -163,9 +163,10 @@ class SreEnvironment(Environment):
         self.quiet_until = time.time()
         for noise in self.spec.noise:
             self._noise(noise)
-        for decoy in self.spec.decoy_changes:
+        before = [d for d in self.spec.decoy_changes if d.kind != "follow_up"]
+        for decoy in before:
             self._decoy(decoy)
-        if self.spec.decoy_changes:
+        if before:
             # Restarted instances serve again before the faults start (no blip in their window).
             time.sleep(_SETTLE_S)
         self.trigger_until = 0.0
@@ -182,6 +183,11 @@ class SreEnvironment(Environment):
                 timer.daemon = True
                 timer.start()
                 self._timers.append(timer)
+        # A routine change on a faulted service after its fault: the newest revision is not the
+        # one that broke it.
+        for decoy in self.spec.decoy_changes:
+            if decoy.kind == "follow_up":
+                self._decoy(decoy)
         # The workload's offered rate is part of the problem (a surge): what tampering is
         # judged against is what the faults left.
         self.baseline["loadgen"] = _digest(self.shop.read_private("loadgen.json"))
@@ -193,6 +199,7 @@ class SreEnvironment(Environment):
                 decoy.target,
                 self.shop.instance_port(topology.instances(decoy.target, 1)[0]),
                 float(decoy.value),
+                tls="serve_tls" in self.shop.baseline_config(decoy.target),
             )
             self._strays.append(client)
             client.start()

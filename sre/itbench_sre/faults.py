@@ -232,6 +232,19 @@ class Mechanism:
         return self.fix is not None
 
     @property
+    def follow_up(self) -> bool:
+        """Whether a routine change may follow the fault on its service.
+
+        So it may for a configuration change of a service that a rollback mends, with no
+        transient trigger.
+        """
+        return (
+            self.fix is _rollback
+            and self.trigger is None
+            and all(t in topology.BY_NAME for t in self.targets)
+        )
+
+    @property
     def defaults(self) -> dict[str, Any]:
         """Default value of every parameter."""
         return {p.name: p.default for p in self.params}
@@ -320,10 +333,21 @@ def _bad_value(cfg: dict[str, Any], shop: EmbeddedShop, target: str, p: dict[str
     cfg[p["key"]] = p["value"]
 
 
+#: How a wrong upstream address is wrong.
+UPSTREAM_FORMS = ("address", "port", "name")
+
+
 def _wrong_upstream(
     cfg: dict[str, Any], shop: EmbeddedShop, target: str, p: dict[str, Any]
 ) -> None:
-    cfg["upstreams"][p["upstream"]] = f"127.0.0.1:{shop.port(DEAD_PORT_OFFSET)}"
+    upstream = p["upstream"]
+    right = shop.edge_addr(target, upstream).rsplit(":", 1)[1]
+    dead = shop.port(DEAD_PORT_OFFSET)
+    cfg["upstreams"][upstream] = {
+        "address": f"127.0.0.1:{dead}",
+        "port": f"{upstream}.svc:{dead}",
+        "name": f"{upstream}-legacy.svc:{right}",
+    }[p.get("form", "address")]
 
 
 def _wrong_password(
@@ -408,18 +432,20 @@ def _fill_redis(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> Chan
     )
 
 
-def _flags_of(kind: dict[str, str]) -> Callable[[str], tuple[str, ...]]:
-    """The flag of each target whose code path has one effect (errors, CPU, memory)."""
+def _flags_of(kind: dict[str, tuple[str, ...]]) -> Callable[[str], tuple[str, ...]]:
+    """The flags of each target whose code paths have one effect (errors, CPU, memory)."""
 
     def choices(target: str) -> tuple[str, ...]:
-        return (kind[target],) if target in kind else ()
+        return kind.get(target, ())
 
     return choices
 
 
-_ERROR_FLAGS = _flags_of({"catalog": "dynamic_pricing", "checkout": "gift_wrap"})
-_CPU_FLAGS = _flags_of({"currency": "precise_rounding", "recommendation": "personalized"})
-_MEMORY_FLAGS = _flags_of({"cart": "session_cache"})
+_ERROR_FLAGS = _flags_of(
+    {"catalog": ("dynamic_pricing", "regional_prices"), "checkout": ("gift_wrap", "delivery_slots")}
+)
+_CPU_FLAGS = _flags_of({"currency": ("precise_rounding",), "recommendation": ("personalized",)})
+_MEMORY_FLAGS = _flags_of({"cart": ("session_cache",)})
 
 
 def _callees(target: str) -> tuple[str, ...]:
@@ -491,9 +517,11 @@ _register(
         _same,
         lambda t, p: [upstream_errors(t, p["upstream"])],
         _rollback,
-        summary="Deploys a configuration that points one upstream of the service at a closed port.",
-        observable="the service's calls to that upstream fail (connection refused) while the "
-        "upstream's other callers succeed",
+        summary="Deploys a configuration that points one upstream of the service at a wrong "
+        "address: a closed port or a name that does not resolve.",
+        observable="the service's calls to that upstream fail (connection refused, or the name "
+        "does not resolve) since its configuration changed, while the upstream's other callers "
+        "succeed",
         params=(
             Param(
                 "upstream",
@@ -501,6 +529,14 @@ _register(
                 "currency",
                 "The upstream service whose address is wrong.",
                 choices=_callees,
+            ),
+            Param(
+                "form",
+                str,
+                "address",
+                "How the address is wrong: a stale IP address (`address`), the right name on a "
+                "closed port (`port`), or a retired name that does not resolve (`name`).",
+                choices=lambda t: UPSTREAM_FORMS,
             ),
         ),
     )

@@ -19,7 +19,7 @@ BLIP_DELAY_MS = 150
 ALERT_BLIP_DELAY_MS = 1200
 
 NoiseKind = Literal["restart_replica", "compatible_release", "latency_blip", "alert_blip"]
-DecoyKind = Literal["patch_release", "tuning", "stray_client"]
+DecoyKind = Literal["patch_release", "tuning", "stray_client", "follow_up"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,9 @@ TUNING: dict[str, tuple[Any, ...]] = {
     "memory_limit_mb": (176, 192),
     "max_open_files": (320, 384),
 }
+
+#: Share of the trials whose fault (one a rollback mends) gets a follow-up change.
+FOLLOW_UP_SHARE = 0.5
 
 #: Clock offsets, seconds, of a stray client (all outside the services' 30 s date window).
 STRAY_OFFSETS: tuple[int, ...] = (-900, -420, 360, 3600)
@@ -219,7 +222,9 @@ class DecoySpec(BaseModel):
 
     ``patch_release`` and ``tuning`` are routine, compatible changes (a new revision, the
     instances restarted); ``stray_client`` is an outside client whose clock is off by ``value``
-    seconds and that keeps calling the service's first instance, which refuses it (401).
+    seconds and that keeps calling the service's first instance, which refuses it (401);
+    ``follow_up`` is a routine tuning change deployed on a faulted service after its fault, so
+    the newest revision is not the one that broke it.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -236,7 +241,8 @@ class DecoySpec(BaseModel):
     def _valid(self) -> DecoySpec:
         if self.target not in topology.BY_NAME:
             raise ValueError(f"decoy target {self.target!r} is no service")
-        if self.kind == "tuning" and (self.key not in TUNING or self.value not in TUNING[self.key]):
+        tuned = self.kind in ("tuning", "follow_up")
+        if tuned and (self.key not in TUNING or self.value not in TUNING[self.key]):
             raise ValueError(f"tuning key/value must be one of {TUNING}")
         if self.kind == "stray_client" and self.value not in STRAY_OFFSETS:
             raise ValueError(f"a stray client's clock offset must be one of {STRAY_OFFSETS}")
@@ -356,6 +362,19 @@ class SreSpec(ScenarioSpec):
                 decoys.append(
                     DecoySpec(kind="tuning", target=service, key=key, value=rng.choice(TUNING[key]))
                 )
+        rolled = [
+            f.chosen for f in drawn_faults if faults.get(f.mechanism).follow_up and self.decoys
+        ]
+        if rolled and not self.decoy_changes and rng.random() < FOLLOW_UP_SHARE:
+            key = rng.choice(sorted(TUNING))
+            decoys.append(
+                DecoySpec(
+                    kind="follow_up",
+                    target=rng.choice(rolled),
+                    key=key,
+                    value=rng.choice(TUNING[key]),
+                )
+            )
         return self.model_copy(
             update={
                 "faults": drawn_faults,

@@ -9,6 +9,7 @@ alert fires (401 is no server error).
 from __future__ import annotations
 
 import contextlib
+import ssl
 import threading
 import time
 import urllib.error
@@ -39,11 +40,18 @@ class StrayClient:
         service: The service called (its route in :data:`PATHS`).
         port: The instance's listen port on 127.0.0.1.
         offset_s: How far the client's clock is off, seconds.
+        tls: Whether the instance serves TLS.
         interval_s: Seconds between calls.
     """
 
-    def __init__(self, service: str, port: int, offset_s: float, interval_s: float = 1.0) -> None:
-        self.url = f"http://127.0.0.1:{port}{PATHS.get(service, '/')}"
+    def __init__(
+        self, service: str, port: int, offset_s: float, tls: bool = False, interval_s: float = 1.0
+    ) -> None:
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{port}{PATHS.get(service, '/')}"
+        # An outside client of a TLS service that does not check the certificate: the refusal it
+        # gets is the instance's, never a handshake's.
+        self._tls = ssl._create_unverified_context() if tls else None  # noqa: S323
         self.offset_s = offset_s
         self.interval_s = interval_s
         self.calls = 0
@@ -66,6 +74,6 @@ class StrayClient:
             req.add_header(DATE_HEADER, f"{time.time() + self.offset_s:.3f}")
             # Refused (401), or the instance is down or restarting: a stray client does not care.
             with contextlib.suppress(urllib.error.URLError, OSError, ValueError):
-                urllib.request.urlopen(req, timeout=2).close()
+                urllib.request.urlopen(req, timeout=2, context=self._tls).close()
             self.calls += 1
             self._stop.wait(self.interval_s)

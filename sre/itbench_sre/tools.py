@@ -124,6 +124,20 @@ def _set_path(doc: dict[str, Any], dotted: str, value: Any) -> None:
     cur[keys[-1]] = value
 
 
+def _changed(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two configurations (what a revision changed)."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return [] if old == new else [prefix or "(all)"]
+    out: list[str] = []
+    for key in sorted({*old, *new}):
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if key not in old or key not in new:
+            out.append(path)
+        else:
+            out += _changed(old[key], new[key], path)
+    return out
+
+
 class ShopTools:
     """Tool implementations bound to one shop deployment and its journal."""
 
@@ -335,9 +349,15 @@ class ShopTools:
         name = self._entity(entity, READABLE)
         out: dict[str, Any] = {"entity": name, "content": self.shop.read_config(name)}
         if name in REVISIONED:
+            history = self.shop.revisions(name)
             out["revisions"] = [
-                {"revision": r["revision"], "at": r["at"], "release": r["release"]}
-                for r in self.shop.revisions(name)
+                {
+                    "revision": r["revision"],
+                    "at": r["at"],
+                    "release": r["release"],
+                    "changed": _changed(history[i - 1]["config"], r["config"]) if i else [],
+                }
+                for i, r in enumerate(history)
             ]
         if name in topology.BY_NAME:
             sdef = topology.BY_NAME[name]
@@ -415,20 +435,26 @@ class ShopTools:
         )
         return {"service": name, "replicas": after}
 
-    def rollback(self, service: str) -> dict[str, Any]:
-        """Redeploy the previous revision of a service (restarted) or of the registry ``dns``."""
+    def rollback(self, service: str, revision: int | None = None) -> dict[str, Any]:
+        """Redeploy an earlier revision of a service (restarted) or of the registry ``dns``.
+
+        ``revision`` (a number from ``read_config``'s history) picks it; by default the one
+        before the current one.
+        """
         name = topology.canonical(service)
         if name not in REVISIONED:
             raise ToolError(f"unknown service {service!r} (or dns)")
+        if revision is not None and (isinstance(revision, bool) or not isinstance(revision, int)):
+            raise ToolError(f"revision must be a revision number, got {revision!r}")
         before = self.shop.read_config(name)
         try:
-            entry = self.shop.rollback(name)
+            entry = self.shop.rollback(name, revision)
         except ValueError as exc:
             raise ToolError(str(exc)) from None
         after = self.shop.read_config(name)
         self.journal.record(
             "rollback",
-            {"service": name},
+            {"service": name} if revision is None else {"service": name, "revision": revision},
             {"config": before},
             {"config": after},
             {"op": "config", "entity": name, "content": before, "restart": True},

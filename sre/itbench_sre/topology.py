@@ -84,11 +84,11 @@ ROUTINE_FLAGS: dict[str, tuple[str, ...]] = {
 #: Feature flags of each service's configuration with a fault behind them (all off in the
 #: baseline deployment).
 FLAGS: dict[str, tuple[str, ...]] = {
-    "catalog": ("dynamic_pricing", "audit_trail", "statement_cache"),
+    "catalog": ("dynamic_pricing", "regional_prices", "audit_trail", "statement_cache"),
     "cart": ("session_cache", "audit_trail", "background_refresh"),
     "currency": ("precise_rounding", "background_refresh"),
     "recommendation": ("personalized", "background_refresh"),
-    "checkout": ("gift_wrap", "audit_trail"),
+    "checkout": ("gift_wrap", "delivery_slots", "audit_trail"),
     "payment": ("audit_trail",),
     "shipping": ("background_refresh",),
 }

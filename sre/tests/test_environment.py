@@ -17,6 +17,7 @@ from itbench_sre.environment import SreEnvironment
 from itbench_sre.spec import DecoySpec, SreSpec
 
 from itbench.catalog import Catalog
+from itbench.errors import ToolError
 from itbench.process import port_open
 from itbench.testing import processes_under
 from itbench.tools import Toolbox
@@ -38,8 +39,8 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
 ) -> None:
     spec = catalog.scenarios["sre/control-latency-blip"]
     assert isinstance(spec, SreSpec)
-    # Shop a has a stray client among its decoys.
-    stray = DecoySpec(kind="stray_client", target="shipping", value=-900)
+    # Shop a has a stray client among its decoys (on the service that serves TLS).
+    stray = DecoySpec(kind="stray_client", target="payment", value=-900)
     with_stray = spec.model_copy(update={"decoy_changes": [stray]})
     # Servers die with the thread that started them: the pool outlives the environments.
     pool = ThreadPoolExecutor(2)
@@ -79,10 +80,10 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
         # The stray client is refused and logged by the instance it calls, and hurts nobody.
         assert [c.calls > 0 for c in a._strays] == [True]
         refused = "outside the allowed window"
-        assert _wait(lambda: box.call("logs", service="shipping", filter=refused), 10)
-        assert not box.call("logs", service="shipping", filter=refused, level="error")
-        assert not Toolbox.of(b.tools()).call("logs", service="shipping", filter=refused)
-        count = 'sum(increase(http_requests_total{instance="shipping-0",code="401"}[10s]))'
+        assert _wait(lambda: box.call("logs", service="payment", filter=refused), 10)
+        assert not box.call("logs", service="payment", filter=refused, level="error")
+        assert not Toolbox.of(b.tools()).call("logs", service="payment", filter=refused)
+        count = 'sum(increase(http_requests_total{instance="payment-0",code="401"}[10s]))'
         assert float(box.call("query", promql=count)[0]["value"]) >= 2
         shop_errors = 'sum(increase(upstream_requests_total{outcome="error"}[10s])) > 0'
         assert box.call("query", promql=shop_errors) == []
@@ -113,6 +114,22 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
         entries = a.journal.entries
         assert [e["tool"] for e in entries] == ["scale", "edit_config", "undo", "undo"]
         assert entries[0]["before"] == {"replicas": 2} and entries[0]["after"] == {"replicas": 3}
+        # The history says what each revision changed; a rollback may go back several.
+        box.call("edit_config", entity="cart", set={"pool_size": 5})
+        box.call("edit_config", entity="cart", set={"memory_limit_mb": 176})
+        revs = box.call("read_config", entity="cart")["revisions"]
+        assert revs[0]["changed"] == []
+        assert [r["changed"] for r in revs[-2:]] == [["pool_size"], ["memory_limit_mb"]]
+        with pytest.raises(ToolError, match="no revision 99"):
+            box.call("rollback", service="cart", revision=99)
+        with pytest.raises(ToolError, match="is what runs"):
+            box.call("rollback", service="cart", revision=revs[-1]["revision"])
+        assert box.call("rollback", service="cart")["revision"] == revs[-1]["revision"] + 1
+        assert json.loads(a.shop.read_config("cart"))["pool_size"] == 5  # one step back
+        box.call("rollback", service="cart", revision=1)
+        cfg = json.loads(a.shop.read_config("cart"))
+        assert (cfg["pool_size"], cfg["memory_limit_mb"]) == (4, 160)
+        assert a.journal.entries[-1]["args"] == {"service": "cart", "revision": 1}
 
         # A fault played by its inject playbook shows, and its recover playbook clears it.
         mech = faults.get("redis_down")

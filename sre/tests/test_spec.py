@@ -74,14 +74,24 @@ def test_draws_explore_the_declared_sets(catalog: Catalog) -> None:
     for d in draws:
         fault = d.faults[0]
         assert fault.params["upstream"] in topology.BY_NAME[fault.chosen].upstreams
-        assert d.drawn and len(d.decoy_changes) == spec.decoys
-        assert fault.chosen not in {x.target for x in d.decoy_changes}
+        routine = [x for x in d.decoy_changes if x.kind != "follow_up"]
+        assert d.drawn and len(routine) == spec.decoys
+        assert fault.chosen not in {x.target for x in routine}
+        # A follow-up change, if any, lands on the faulted service itself.
+        assert {x.target for x in d.decoy_changes if x.kind == "follow_up"} <= {fault.chosen}
         record = d.drawn_record()
         assert record["faults"][0]["target"] == fault.chosen
-    # Decoys are routine changes or stray clients, each drawn often.
+    # About half the trials of a fault a rollback mends get a follow-up change after it.
+    followed = sum(any(x.kind == "follow_up" for x in d.decoy_changes) for d in _draws(spec, 60))
+    assert 15 < followed < 45
+    for name in ("sre/smoke-cart-bad-release", "sre/deadlock", "sre/dns-misconfiguration"):
+        other = catalog.scenarios[name]
+        assert isinstance(other, SreSpec)
+        assert not any(x.kind == "follow_up" for d in _draws(other, 30) for x in d.decoy_changes)
+    # Decoys are routine changes, stray clients or follow-ups, each drawn often.
     kinds = [x.kind for d in _draws(spec, 60) for x in d.decoy_changes]
     assert {k: kinds.count(k) > 10 for k in set(kinds)} == dict.fromkeys(
-        ("patch_release", "tuning", "stray_client"), True
+        ("patch_release", "tuning", "stray_client", "follow_up"), True
     )
     assert all(
         x.value in STRAY_OFFSETS and abs(x.value) > 30

@@ -303,11 +303,13 @@ class Shop:
             if not rows:
                 raise HttpError(404, "unknown product")
             price = rows[0][2]
-            if self.flags.get("dynamic_pricing"):
-                try:
+            try:
+                if self.flags.get("dynamic_pricing"):
                     price = self._price_rules()[rows[0][1]]
-                except KeyError as exc:
-                    raise HttpError(500, f"KeyError: {exc}") from None
+                if self.flags.get("regional_prices"):
+                    price = int(price * self.rt.config["price_regions"]["default"])
+            except KeyError as exc:
+                raise HttpError(500, f"KeyError: {exc}") from None
             return {"id": rows[0][0], "name": rows[0][1], "price": price}
         raise HttpError(404, "no such route")
 
@@ -356,6 +358,8 @@ class Shop:
         user = body.get("user", "anon")
         if self.flags.get("gift_wrap") and not self.rt.config.get("wrapping_options"):
             raise HttpError(500, "KeyError: 'wrapping_options'")
+        if self.flags.get("delivery_slots") and not self.rt.config.get("slot_calendar"):
+            raise HttpError(500, "KeyError: 'slot_calendar'")
         items = rt.call("cart", "GET", f"/cart/{user}").get("items", []) or [1]
         total = 100 * len(items) + random.randint(0, 99)
         conv = rt.call("currency", "GET", f"/convert?amount={total}&to=EUR")
