@@ -174,7 +174,7 @@ def probe_thrash(toolbox: Toolbox) -> SreSubmission:
     """The ``probe/thrash`` agent: act on everything, then give the constant answer.
 
     Restarts every service and component the tools operate and rolls back every service that
-    has an earlier revision.
+    has an earlier revision to its first one (past any follow-up change).
     """
     for s in topology.SERVICES:
         _try(toolbox, "restart", target=s.name)
@@ -182,8 +182,9 @@ def probe_thrash(toolbox: Toolbox) -> SreSubmission:
         _try(toolbox, "restart", target=target)
     for s in topology.SERVICES:
         with contextlib.suppress(ToolError):
-            if len(toolbox.call("read_config", entity=s.name).get("revisions", [])) > 1:
-                toolbox.call("rollback", service=s.name)
+            history = toolbox.call("read_config", entity=s.name).get("revisions", [])
+            if len(history) > 1:
+                toolbox.call("rollback", service=s.name, revision=history[0]["revision"])
     return probe_constant()
 
 

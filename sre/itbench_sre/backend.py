@@ -71,8 +71,8 @@ class ShopBackend(ABC):
         """State of every program: name, entity, state, pid, uptime, memory."""
 
     @abstractmethod
-    def control(self, action: str, program: str) -> None:
-        """``start``, ``stop`` or ``restart`` one program."""
+    def control(self, action: str, program: str, wait: bool = True) -> None:
+        """``start``, ``stop`` or ``restart`` one program (``wait``: until it has started)."""
 
     @abstractmethod
     def replicas(self, service: str) -> int:
@@ -87,8 +87,8 @@ class ShopBackend(ABC):
         """Whether a program (service instance or component) runs."""
 
     @abstractmethod
-    def restart_service(self, service: str) -> None:
-        """Restart every running instance of a service."""
+    def restart_service(self, service: str, wait: bool = True) -> None:
+        """Restart every running instance of a service (``wait``: until each has started)."""
 
     @abstractmethod
     def revisions(self, service: str) -> list[dict[str, Any]]:

@@ -123,7 +123,7 @@ class EmbeddedShop(ShopBackend):
             "max_rps": 7 if service == "frontend" else None,
             "memory_limit_mb": 160,
             "max_open_files": 256,
-            "flags": {flag: True for flag in topology.ROUTINE_FLAGS[service]},
+            "flags": {},  # below, with the routine flags first
             "tracing": {"enabled": self.traces},
         }
         if service == "payment":
@@ -146,7 +146,10 @@ class EmbeddedShop(ShopBackend):
                 "password": pgtemplate.DB_PASSWORD,
                 "database": pgtemplate.DB_NAME,
             }
-        cfg["flags"] = {flag: False for flag in topology.FLAGS.get(service, ())}
+        cfg["flags"] = {
+            **{flag: True for flag in topology.ROUTINE_FLAGS[service]},
+            **{flag: False for flag in topology.FLAGS.get(service, ())},
+        }
         for key, value in self.overrides.get(service, {}).items():
             cfg[key] = value
         return cfg
@@ -604,15 +607,15 @@ class EmbeddedShop(ShopBackend):
             out.append(rec)
         return out
 
-    def control(self, action: str, program: str) -> None:
-        """Start, stop or restart one program."""
+    def control(self, action: str, program: str, wait: bool = True) -> None:
+        """Start, stop or restart one program (``wait``: until a start has succeeded)."""
         if action == "start":
-            self.sup.start(program)
+            self.sup.start(program, wait)
         elif action == "stop":
             self.sup.stop(program)
         elif action == "restart":
             self.sup.stop(program)
-            self.sup.start(program)
+            self.sup.start(program, wait)
         else:
             raise ValueError(f"unknown action {action!r}")
         self._record_children()
@@ -727,12 +730,18 @@ class EmbeddedShop(ShopBackend):
             self.restart_service(service)
         return self.revisions(service)[-1]
 
-    def restart_service(self, service: str) -> None:
-        """Restart every running (or crash-looping) instance of a service."""
+    def restart_service(self, service: str, wait: bool = True) -> None:
+        """Restart every running (or crash-looping) instance of a service.
+
+        Args:
+            service: The service.
+            wait: Wait for each start to succeed (no wait: a crash-looping instance is simply
+                left to its process manager).
+        """
         states = {p["name"]: p["statename"] for p in self.sup.processes()}
         for inst in topology.instances(service):
             if states.get(inst) in ("RUNNING", "STARTING", "BACKOFF", "FATAL", "EXITED"):
-                self.control("restart", inst)
+                self.control("restart", inst, wait)
 
     # --- configs ---------------------------------------------------------------------------
     def config_path(self, entity: str) -> Path:

@@ -163,7 +163,7 @@ class SreEnvironment(Environment):
         self.quiet_until = time.time()
         for noise in self.spec.noise:
             self._noise(noise)
-        before = [d for d in self.spec.decoy_changes if d.kind != "follow_up"]
+        before = [d for d in self.spec.decoy_changes if not d.after and d.kind != "follow_up"]
         for decoy in before:
             self._decoy(decoy)
         if before:
@@ -183,10 +183,10 @@ class SreEnvironment(Environment):
                 timer.daemon = True
                 timer.start()
                 self._timers.append(timer)
-        # A routine change on a faulted service after its fault: the newest revision is not the
-        # one that broke it.
+        # Routine changes after the faults (on another service, or a follow-up on a faulted
+        # one): neither the newest revision nor the last restart names the cause.
         for decoy in self.spec.decoy_changes:
-            if decoy.kind == "follow_up":
+            if decoy.after or decoy.kind == "follow_up":
                 self._decoy(decoy)
         # The workload's offered rate is part of the problem (a surge): what tampering is
         # judged against is what the faults left.
@@ -209,6 +209,12 @@ class SreEnvironment(Environment):
             cfg["release"] = topology.BY_NAME[decoy.target].patch
         else:
             cfg[decoy.key] = decoy.value
+        if decoy.kind == "follow_up":
+            # The faulted service may be crash-looping: its instances are restarted through the
+            # process manager, whatever their state, rather than signalled by pid.
+            self.shop.apply(ChangeSet(files=[(decoy.target, json.dumps(cfg, indent=2) + "\n")]))
+            self.shop.restart_service(decoy.target, wait=False)
+            return
         self.shop.apply(
             ChangeSet(
                 files=[(decoy.target, json.dumps(cfg, indent=2) + "\n")],

@@ -65,6 +65,7 @@ NOISE_KINDS: dict[NoiseKind, NoiseKindDef] = {
 TUNING: dict[str, tuple[Any, ...]] = {
     "memory_limit_mb": (176, 192),
     "max_open_files": (320, 384),
+    "pool_timeout": (1.5, 2.0),
 }
 
 #: Share of the trials whose fault (one a rollback mends) gets a follow-up change.
@@ -231,10 +232,16 @@ class DecoySpec(BaseModel):
 
     kind: DecoyKind
     target: str = Field(description="A service.")
-    key: str = Field(default="", description="The tuned configuration key (tuning only).")
+    key: str = Field(default="", description="The tuned configuration key (tuning and follow_up).")
     value: Any = Field(
         default=None,
-        description="The tuned value (tuning) or the client's clock offset, s (stray_client).",
+        description="The tuned value (tuning, follow_up) or the client's clock offset, s "
+        "(stray_client).",
+    )
+    after: bool = Field(
+        default=False,
+        description="Played right after the faults rather than before them (a routine change; "
+        "a follow_up always is).",
     )
 
     @model_validator(mode="after")
@@ -300,9 +307,11 @@ class SreSpec(ScenarioSpec):
         default=2,
         ge=0,
         le=4,
-        description="Red herrings each trial draws on services that are no fault's target, "
-        "played among the faults: routine compatible changes (patch releases, tuning) or a "
-        "stray client whose clock is off.",
+        description="Red herrings each trial draws on services that are no fault's target: "
+        "routine compatible changes (patch releases, tuning; one of them deployed right after "
+        "the faults, the others before) or a stray client whose clock is off. Besides these, "
+        "about half the trials of a fault a rollback mends get a follow-up change on its "
+        "service after it (none when this is 0).",
     )
     decoy_changes: list[DecoySpec] = Field(
         default_factory=list, description="The drawn decoys (filled by the draw)."
@@ -362,19 +371,8 @@ class SreSpec(ScenarioSpec):
                 decoys.append(
                     DecoySpec(kind="tuning", target=service, key=key, value=rng.choice(TUNING[key]))
                 )
-        rolled = [
-            f.chosen for f in drawn_faults if faults.get(f.mechanism).follow_up and self.decoys
-        ]
-        if rolled and not self.decoy_changes and rng.random() < FOLLOW_UP_SHARE:
-            key = rng.choice(sorted(TUNING))
-            decoys.append(
-                DecoySpec(
-                    kind="follow_up",
-                    target=rng.choice(rolled),
-                    key=key,
-                    value=rng.choice(TUNING[key]),
-                )
-            )
+        if not self.decoy_changes:
+            decoys = self._after_the_faults(rng, decoys, drawn_faults)
         return self.model_copy(
             update={
                 "faults": drawn_faults,
@@ -383,6 +381,35 @@ class SreSpec(ScenarioSpec):
                 "drawn": True,
             }
         )
+
+    def _after_the_faults(
+        self, rng: random.Random, decoys: list[DecoySpec], drawn: list[FaultSpec]
+    ) -> list[DecoySpec]:
+        """Move one routine decoy after the faults and maybe add a follow-up, in drawn order.
+
+        So neither the newest revision nor the service restarted last names the cause.
+        """
+        post: list[DecoySpec] = []
+        routine = [i for i, d in enumerate(decoys) if d.kind in ("patch_release", "tuning")]
+        if routine:
+            post.append(decoys.pop(routine[-1]).model_copy(update={"after": True}))
+        rolled = [f for f in drawn if faults.get(f.mechanism).follow_up and self.decoys]
+        if rolled and rng.random() < FOLLOW_UP_SHARE:
+            fault = rng.choice(rolled)
+            # Never the key the fault itself set (a crash loop's bad value stays in place).
+            keys = sorted(k for k in TUNING if k != fault.merged_params().get("key"))
+            key = rng.choice(keys)
+            post.append(
+                DecoySpec(
+                    kind="follow_up",
+                    target=fault.chosen,
+                    key=key,
+                    value=rng.choice(TUNING[key]),
+                    after=True,
+                )
+            )
+        rng.shuffle(post)
+        return decoys + post
 
     def drawn_record(self) -> dict[str, Any]:
         """What a concrete scenario drew (for the trial's result)."""

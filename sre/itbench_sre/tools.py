@@ -17,11 +17,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from itbench_sre import topology
 from itbench_sre.backend import ShopBackend
 from itbench_sre.embedded import CONFIG_ENTITIES, JOB_PROGRAM, REVISIONED, service_of
+from pydantic import Field
 
 from itbench import Tool, ToolError
 
@@ -342,9 +343,10 @@ class ShopTools:
         return self.shop.programs()
 
     def read_config(self, entity: str) -> dict[str, Any]:
-        """The configuration of a service, ``redis``, ``dns``, ``prometheus`` or its rules.
+        """The configuration of an entity, with the revisions (and keys each changed) if any.
 
-        ``dns`` is the name registry; services and the registry come with their revisions.
+        Entities: a service, ``redis``, ``dns`` (the name registry), ``prometheus`` or its
+        rules; services and ``dns`` come with their revision history.
         """
         name = self._entity(entity, READABLE)
         out: dict[str, Any] = {"entity": name, "content": self.shop.read_config(name)}
@@ -435,12 +437,19 @@ class ShopTools:
         )
         return {"service": name, "replicas": after}
 
-    def rollback(self, service: str, revision: int | None = None) -> dict[str, Any]:
-        """Redeploy an earlier revision of a service (restarted) or of the registry ``dns``.
-
-        ``revision`` (a number from ``read_config``'s history) picks it; by default the one
-        before the current one.
-        """
+    def rollback(
+        self,
+        service: str,
+        revision: Annotated[
+            int | None,
+            Field(
+                description="A revision number from read_config's history; by default the "
+                "newest revision that differs from the running one (so repeating a default "
+                "rollback swaps between the last two)."
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Redeploy an earlier revision of a service (restarted) or of the registry ``dns``."""
         name = topology.canonical(service)
         if name not in REVISIONED:
             raise ToolError(f"unknown service {service!r} (or dns)")

@@ -84,7 +84,7 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
         assert not box.call("logs", service="payment", filter=refused, level="error")
         assert not Toolbox.of(b.tools()).call("logs", service="payment", filter=refused)
         count = 'sum(increase(http_requests_total{instance="payment-0",code="401"}[10s]))'
-        assert float(box.call("query", promql=count)[0]["value"]) >= 2
+        assert _wait(lambda: float(box.call("query", promql=count)[0]["value"]) >= 2, 10)
         shop_errors = 'sum(increase(upstream_requests_total{outcome="error"}[10s])) > 0'
         assert box.call("query", promql=shop_errors) == []
         assert box.call("logs", service="frontend-service", limit=5)
@@ -97,6 +97,11 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
         assert series[0]["values"][-1][0] >= time.time() - 2
         cfg = box.call("read_config", entity="cart")
         assert json.loads(cfg["content"])["release"] == topology.BY_NAME["cart"].releases[0]
+        # Routine flags are on (listed first), the flags with a fault behind them off.
+        flags = json.loads(cfg["content"])["flags"]
+        assert list(flags.items())[0] == ("saved_for_later", True)
+        assert {f for f, on in flags.items() if on} == set(topology.ROUTINE_FLAGS["cart"])
+        assert set(flags) == {*topology.ROUTINE_FLAGS["cart"], *topology.FLAGS["cart"]}
         procs = {p["name"]: p for p in box.call("processes")}
         assert set(procs) >= {"redis", "postgres", "loadgen"}
         # The batch job runs in a healthy shop too: seeing it run tells nothing.

@@ -19,7 +19,7 @@ import pytest
 from itbench_sre import agents, faults, scoring, topology
 from itbench_sre.domain import SreDomain
 from itbench_sre.environment import SreEnvironment
-from itbench_sre.spec import FaultSpec, SreSpec
+from itbench_sre.spec import DecoySpec, FaultSpec, SreSpec
 from itbench_sre.tools import READABLE
 
 from itbench.agents import Agent, AgentSpec
@@ -176,6 +176,40 @@ def test_hung_instance_sleeps_and_does_not_answer(
         box.call("restart", target="currency-0")
         assert _wait(lambda: _answers(f"http://127.0.0.1:{port}/convert?amount=5"), 30)
         assert _wait(lambda: not [a for a in env.firing() if a.get("job") == "currency"], 60)
+
+
+def test_follow_up_change_keeps_a_one_step_rollback_from_mending(
+    domain: SreDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """A routine change after a crash loop: one rollback leaves the fault, the oracle's does not.
+
+    The faulted service crash-loops while the follow-up is deployed (its instances restarted
+    through the process manager whatever their state); the history names what each revision
+    changed.
+    """
+    base = catalog.scenarios["sre/crash-loop"]
+    assert isinstance(base, SreSpec)
+    follow = DecoySpec(kind="follow_up", target="catalog", key="max_open_files", value=320)
+    spec = base.model_copy(
+        update={
+            "faults": [FaultSpec(mechanism="crash_loop_config", target="catalog")],
+            "decoy_changes": [follow],
+        }
+    )
+    with live(domain, spec, tmp_path) as env:
+        env.setup()
+        env.inject()
+        env.wait_observable(60)
+        box = Toolbox.of(env.tools())
+        revs = box.call("read_config", entity="catalog")["revisions"]
+        key = env.spec.faults[0].merged_params()["key"]
+        assert [r["changed"] for r in revs] == [[], [key], ["max_open_files"]]
+        # One step back is the fault's own revision: still the bad value.
+        history = env.shop.revisions("catalog")
+        assert history[-2]["config"][key] == env.spec.faults[0].merged_params()["value"]
+        agents.oracle(env.spec, box)
+        assert json.loads(env.shop.read_config("catalog")) == env.shop.baseline_config("catalog")
+        assert _wait(lambda: not [a for a in env.firing() if a.get("job") == "catalog"], 60)
 
 
 def _answers(url: str) -> bool:

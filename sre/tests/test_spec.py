@@ -77,8 +77,12 @@ def test_draws_explore_the_declared_sets(catalog: Catalog) -> None:
         routine = [x for x in d.decoy_changes if x.kind != "follow_up"]
         assert d.drawn and len(routine) == spec.decoys
         assert fault.chosen not in {x.target for x in routine}
-        # A follow-up change, if any, lands on the faulted service itself.
+        # A follow-up change, if any, lands on the faulted service itself; one routine change
+        # comes after the faults too, so the newest revision names no cause.
         assert {x.target for x in d.decoy_changes if x.kind == "follow_up"} <= {fault.chosen}
+        assert all(x.after for x in d.decoy_changes if x.kind == "follow_up")
+        if routine and any(x.kind != "stray_client" for x in routine):
+            assert sum(x.after for x in routine) == 1
         record = d.drawn_record()
         assert record["faults"][0]["target"] == fault.chosen
     # About half the trials of a fault a rollback mends get a follow-up change after it.
@@ -88,6 +92,23 @@ def test_draws_explore_the_declared_sets(catalog: Catalog) -> None:
         other = catalog.scenarios[name]
         assert isinstance(other, SreSpec)
         assert not any(x.kind == "follow_up" for d in _draws(other, 30) for x in d.decoy_changes)
+    # A follow-up never overwrites the key a crash loop's bad value sits in.
+    crash = catalog.scenarios["sre/crash-loop"]
+    assert isinstance(crash, SreSpec)
+    for key in ("memory_limit_mb", "max_open_files"):
+        pinned = crash.model_copy(
+            update={
+                "faults": [
+                    FaultSpec(
+                        mechanism="crash_loop_config",
+                        target="catalog",
+                        params={"key": key, "value": "lots"},
+                    )
+                ]
+            }
+        )
+        for d in _draws(pinned, 30):
+            assert all(x.key != key for x in d.decoy_changes if x.kind == "follow_up")
     # Decoys are routine changes, stray clients or follow-ups, each drawn often.
     kinds = [x.kind for d in _draws(spec, 60) for x in d.decoy_changes]
     assert {k: kinds.count(k) > 10 for k in set(kinds)} == dict.fromkeys(
