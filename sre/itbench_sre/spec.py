@@ -308,8 +308,9 @@ class SreSpec(ScenarioSpec):
         ge=0,
         le=4,
         description="Red herrings each trial draws on services that are no fault's target: "
-        "routine compatible changes (patch releases, tuning; one of them deployed right after "
-        "the faults, the others before) or a stray client whose clock is off. Besides these, "
+        "routine compatible changes (patch releases, tuning, deployed before the faults, and "
+        "a second tuning change on one of their services right after them) or a stray client "
+        "whose clock is off. Besides these, "
         "about half the trials of a fault a rollback mends get a follow-up change on its "
         "service after it (none when this is 0).",
     )
@@ -385,14 +386,26 @@ class SreSpec(ScenarioSpec):
     def _after_the_faults(
         self, rng: random.Random, decoys: list[DecoySpec], drawn: list[FaultSpec]
     ) -> list[DecoySpec]:
-        """Move one routine decoy after the faults and maybe add a follow-up, in drawn order.
+        """A second routine change after the faults, maybe a follow-up, in drawn order.
 
-        So neither the newest revision nor the service restarted last names the cause.
+        The second change lands on a service a routine decoy already changed, so neither the
+        newest revision, nor the service restarted last, nor the one with the most new
+        revisions names the cause.
         """
         post: list[DecoySpec] = []
-        routine = [i for i, d in enumerate(decoys) if d.kind in ("patch_release", "tuning")]
+        routine = [d for d in decoys if d.kind in ("patch_release", "tuning")]
         if routine:
-            post.append(decoys.pop(routine[-1]).model_copy(update={"after": True}))
+            first = rng.choice(routine)
+            key = rng.choice(sorted(k for k in TUNING if k != first.key))
+            post.append(
+                DecoySpec(
+                    kind="tuning",
+                    target=first.target,
+                    key=key,
+                    value=rng.choice(TUNING[key]),
+                    after=True,
+                )
+            )
         rolled = [f for f in drawn if faults.get(f.mechanism).follow_up and self.decoys]
         if rolled and rng.random() < FOLLOW_UP_SHARE:
             fault = rng.choice(rolled)
