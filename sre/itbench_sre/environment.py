@@ -208,7 +208,11 @@ class SreEnvironment(Environment):
         if decoy.kind == "patch_release":
             cfg["release"] = topology.BY_NAME[decoy.target].patch
         else:
-            cfg[decoy.key] = decoy.value
+            *parents, last = decoy.key.split(".")
+            node = cfg
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[last] = decoy.value
         if decoy.kind == "follow_up":
             # The faulted service may be crash-looping: its instances are restarted through the
             # process manager, whatever their state, rather than signalled by pid.

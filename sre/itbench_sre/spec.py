@@ -218,6 +218,25 @@ class NoiseSpec(BaseModel):
         return NoiseSpec(kind=self.kind, target=target, seconds=self.seconds)
 
 
+def tuning_keys(service: str) -> dict[str, tuple[Any, ...]]:
+    """The keys a routine change of ``service`` may set, with their values.
+
+    The shared tuning keys, and each routine flag of the service switched off (a shipped
+    feature with nothing behind it).
+    """
+    flags = {f"flags.{f}": (False,) for f in topology.ROUTINE_FLAGS.get(service, ())}
+    return {**TUNING, **flags}
+
+
+def _tuning(
+    rng: random.Random, kind: DecoyKind, service: str, avoid: str = "", after: bool = False
+) -> DecoySpec:
+    """A drawn routine tuning change of ``service`` (never of the key ``avoid``)."""
+    keys = tuning_keys(service)
+    key = rng.choice(sorted(k for k in keys if k != avoid))
+    return DecoySpec(kind=kind, target=service, key=key, value=rng.choice(keys[key]), after=after)
+
+
 class DecoySpec(BaseModel):
     """A red herring on a service that is no cause.
 
@@ -248,9 +267,10 @@ class DecoySpec(BaseModel):
     def _valid(self) -> DecoySpec:
         if self.target not in topology.BY_NAME:
             raise ValueError(f"decoy target {self.target!r} is no service")
+        keys = tuning_keys(self.target)
         tuned = self.kind in ("tuning", "follow_up")
-        if tuned and (self.key not in TUNING or self.value not in TUNING[self.key]):
-            raise ValueError(f"tuning key/value must be one of {TUNING}")
+        if tuned and (self.key not in keys or self.value not in keys[self.key]):
+            raise ValueError(f"tuning key/value of {self.target} must be one of {keys}")
         if self.kind == "stray_client" and self.value not in STRAY_OFFSETS:
             raise ValueError(f"a stray client's clock offset must be one of {STRAY_OFFSETS}")
         return self
@@ -308,9 +328,10 @@ class SreSpec(ScenarioSpec):
         ge=0,
         le=4,
         description="Red herrings each trial draws on services that are no fault's target: "
-        "routine compatible changes (patch releases, tuning, deployed before the faults, and "
-        "a second tuning change on one of their services right after them) or a stray client "
-        "whose clock is off. Besides these, "
+        "routine compatible changes (patch releases, tuning), the faults taking a drawn place "
+        "among them, with a second tuning change on one of their services after the faults, "
+        "or a stray client whose clock is off (the first decoy is always a change). Besides "
+        "these, "
         "about half the trials of a fault a rollback mends get a follow-up change on its "
         "service after it (none when this is 0).",
     )
@@ -359,8 +380,10 @@ class SreSpec(ScenarioSpec):
         }
         free = [s.name for s in topology.SERVICES if s.name not in busy]
         decoys = list(self.decoy_changes)
-        for service in rng.sample(free, min(self.decoys, len(free))) if not decoys else []:
-            pick = rng.random()
+        chosen = rng.sample(free, min(self.decoys, len(free))) if not decoys else []
+        for i, service in enumerate(chosen):
+            # The first decoy is always a change: a fault's change is never the only one.
+            pick = rng.random() * (2 / 3 if i == 0 else 1)
             if pick < 1 / 3:
                 decoys.append(DecoySpec(kind="patch_release", target=service))
             elif pick >= 2 / 3:
@@ -368,10 +391,7 @@ class SreSpec(ScenarioSpec):
                     DecoySpec(kind="stray_client", target=service, value=rng.choice(STRAY_OFFSETS))
                 )
             else:
-                key = rng.choice(sorted(TUNING))
-                decoys.append(
-                    DecoySpec(kind="tuning", target=service, key=key, value=rng.choice(TUNING[key]))
-                )
+                decoys.append(_tuning(rng, "tuning", service))
         if not self.decoy_changes:
             decoys = self._after_the_faults(rng, decoys, drawn_faults)
         return self.model_copy(
@@ -392,37 +412,23 @@ class SreSpec(ScenarioSpec):
         newest revision, nor the service restarted last, nor the one with the most new
         revisions names the cause.
         """
-        post: list[DecoySpec] = []
         routine = [d for d in decoys if d.kind in ("patch_release", "tuning")]
+        # The faults take a drawn place among the routine changes (the rest come after them).
+        later = set(rng.sample(range(len(routine)), rng.randint(0, len(routine))))
+        moved = {id(routine[i]) for i in later}
+        post = [d.model_copy(update={"after": True}) for d in routine if id(d) in moved]
+        pre = [d for d in decoys if id(d) not in moved]
         if routine:
             first = rng.choice(routine)
-            key = rng.choice(sorted(k for k in TUNING if k != first.key))
-            post.append(
-                DecoySpec(
-                    kind="tuning",
-                    target=first.target,
-                    key=key,
-                    value=rng.choice(TUNING[key]),
-                    after=True,
-                )
-            )
+            post.append(_tuning(rng, "tuning", first.target, avoid=first.key, after=True))
         rolled = [f for f in drawn if faults.get(f.mechanism).follow_up and self.decoys]
         if rolled and rng.random() < FOLLOW_UP_SHARE:
             fault = rng.choice(rolled)
             # Never the key the fault itself set (a crash loop's bad value stays in place).
-            keys = sorted(k for k in TUNING if k != fault.merged_params().get("key"))
-            key = rng.choice(keys)
-            post.append(
-                DecoySpec(
-                    kind="follow_up",
-                    target=fault.chosen,
-                    key=key,
-                    value=rng.choice(TUNING[key]),
-                    after=True,
-                )
-            )
+            avoid = str(fault.merged_params().get("key", ""))
+            post.append(_tuning(rng, "follow_up", fault.chosen, avoid=avoid, after=True))
         rng.shuffle(post)
-        return decoys + post
+        return pre + post
 
     def drawn_record(self) -> dict[str, Any]:
         """What a concrete scenario drew (for the trial's result)."""

@@ -74,19 +74,28 @@ def test_draws_explore_the_declared_sets(catalog: Catalog) -> None:
     for d in draws:
         fault = d.faults[0]
         assert fault.params["upstream"] in topology.BY_NAME[fault.chosen].upstreams
-        routine = [x for x in d.decoy_changes if x.kind != "follow_up" and not x.after]
-        assert d.drawn and len(routine) == spec.decoys
-        assert fault.chosen not in {x.target for x in d.decoy_changes if x.kind != "follow_up"}
-        # A follow-up change, if any, lands on the faulted service itself; one routine change
-        # comes after the faults too, so the newest revision names no cause.
+        routine = [x for x in d.decoy_changes if x.kind != "follow_up"]
+        assert d.drawn and len({x.target for x in routine}) == spec.decoys
+        assert fault.chosen not in {x.target for x in routine}
+        # The first decoy is a change: the fault's is never the only one.
+        assert any(x.kind in ("patch_release", "tuning") for x in routine)
+        # A follow-up change, if any, lands on the faulted service itself, after the fault.
         assert {x.target for x in d.decoy_changes if x.kind == "follow_up"} <= {fault.chosen}
         assert all(x.after for x in d.decoy_changes if x.kind == "follow_up")
-        changed = [x for x in routine if x.kind != "stray_client"]
-        second = [x for x in d.decoy_changes if x.after and x.kind != "follow_up"]
-        assert len(second) == (1 if changed else 0)
-        assert {x.target for x in second} <= {x.target for x in changed}
+        # One decoy service gets a second change, after the faults.
+        changes = [x.target for x in routine if x.kind != "stray_client"]
+        twice = {t for t in changes if changes.count(t) == 2}
+        assert len(twice) == 1 and len(changes) == len(set(changes)) + 1
+        assert [x.after for x in routine if x.target in twice][-1]
         record = d.drawn_record()
         assert record["faults"][0]["target"] == fault.chosen
+    # The faults take every place among the first changes of the decoy services: how many of
+    # those come after them (the second change aside) is 0, 1 or 2.
+    firsts = [
+        sum(x.after for x in d.decoy_changes if x.kind in ("patch_release", "tuning")) - 1
+        for d in _draws(spec, 60)
+    ]
+    assert set(firsts) == {0, 1, 2}
     # About half the trials of a fault a rollback mends get a follow-up change after it.
     followed = sum(any(x.kind == "follow_up" for x in d.decoy_changes) for d in _draws(spec, 60))
     assert 15 < followed < 45
@@ -122,6 +131,12 @@ def test_draws_explore_the_declared_sets(catalog: Catalog) -> None:
         for x in d.decoy_changes
         if x.kind == "stray_client"
     )
+    # A routine change may switch off a routine flag, never a flag with a fault behind it.
+    keys = [x.key for d in _draws(spec, 60) for x in d.decoy_changes]
+    assert any(k.startswith("flags.") for k in keys)
+    with pytest.raises(ValueError, match="tuning key/value of cart"):
+        DecoySpec(kind="tuning", target="cart", key="flags.session_cache", value=False)
+    DecoySpec(kind="tuning", target="cart", key="flags.saved_for_later", value=False)
     with pytest.raises(ValueError, match="clock offset"):
         DecoySpec(kind="stray_client", target="shipping", value=10)
     # Two faults of a problem get different targets where the sets allow it.
