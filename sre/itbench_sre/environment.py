@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import threading
 import time
 from pathlib import Path
@@ -28,7 +29,9 @@ FAULT_WINDOW_S = 5.0
 #: evaluator will measure.
 HANDOVER: dict[str, tuple[tuple[float, float], float]] = {}
 #: Seconds the restarted instances of the decoy changes get before the faults start.
-_SETTLE_S = 1.5
+#: Seconds between two changes of the injection (decoys and faults), drawn per change: long
+#: enough for restarted instances to serve again, and no gap that sets the faults apart.
+_PAUSE_S = (1.0, 2.5)
 #: Seconds a check of a signature counts as shown after it last held.
 _HELD_S = 10.0
 #: Files whose change means monitoring was tampered with.
@@ -163,15 +166,26 @@ class SreEnvironment(Environment):
         self.quiet_until = time.time()
         for noise in self.spec.noise:
             self._noise(noise)
+        pace = random.Random(self.ctx.secret_seed("sre-pace"))
+        changes = 0
+
+        def pause() -> None:
+            # Between any two changes (none before the first): the revision times show no gap
+            # around the faults.
+            nonlocal changes
+            if changes:
+                time.sleep(pace.uniform(*_PAUSE_S))
+            changes += 1
+
         before = [d for d in self.spec.decoy_changes if not d.after and d.kind != "follow_up"]
         for decoy in before:
+            pause()
             self._decoy(decoy)
-        if before:
-            # Restarted instances serve again before the faults start (no blip in their window).
-            time.sleep(_SETTLE_S)
         self.trigger_until = 0.0
-        self.injected_at = time.time()
+        self.injected_at = None
         for f in self.spec.faults:
+            pause()
+            self.injected_at = self.injected_at or time.time()
             mech = faults.get(f.mechanism)
             params = f.merged_params()
             self.shop.apply(mech.inject(self.shop, f.chosen, params))
@@ -185,8 +199,11 @@ class SreEnvironment(Environment):
                 self._timers.append(timer)
         # Routine changes after the faults (on another service, or a follow-up on a faulted
         # one): neither the newest revision nor the last restart names the cause.
+        if self.injected_at is None:  # a control: its window starts after the decoys before
+            self.injected_at = time.time()
         for decoy in self.spec.decoy_changes:
             if decoy.after or decoy.kind == "follow_up":
+                pause()
                 self._decoy(decoy)
         # The workload's offered rate is part of the problem (a surge): what tampering is
         # judged against is what the faults left.
