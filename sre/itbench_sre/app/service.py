@@ -124,10 +124,14 @@ class PgPool:
             self.sem.release()
 
 
-def _refresher(path: str) -> None:
-    """Keep a route's cached answer fresh (until the process ends)."""
+#: Cache shards of a route, each kept fresh by its own refresher thread.
+REFRESH_SHARDS = 3
+
+
+def _refresher(path: str, shard: int) -> None:
+    """Keep one shard of a route's cached answer fresh (until the process ends)."""
     while True:
-        time.sleep(0.02)
+        time.sleep(0.05)
         _spin(0.0005)
 
 
@@ -243,7 +247,9 @@ class Shop:
         if self.flags.get("audit_trail"):
             self._audit(method, path)
         if self.flags.get("background_refresh"):
-            threading.Thread(target=_refresher, args=(path,), daemon=True).start()
+            # One refresher per shard of the route's cache, never stopped.
+            for shard in range(REFRESH_SHARDS):
+                threading.Thread(target=_refresher, args=(path, shard), daemon=True).start()
         if self.flags.get("statement_cache") and self.pg is not None:
             try:
                 self.kept.append(self.pg.side_connection())
