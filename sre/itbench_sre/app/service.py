@@ -131,7 +131,7 @@ REFRESH_SHARDS = 3
 def _refresher(path: str, shard: int) -> None:
     """Keep one shard of a route's cached answer fresh (until the process ends)."""
     while True:
-        time.sleep(0.05)
+        time.sleep(0.2)
         _spin(0.0005)
 
 
