@@ -141,6 +141,13 @@ class Collector:
         if proc is None or out.problem is not None:
             out.problem = out.problem or "the collector was not started"
             return out
+        if proc.poll() is not None:
+            # Gone already: a write could still land in the pipe (a sandbox child may hold its
+            # end), so it is caught here, not by a broken pipe.
+            self.lost = True
+            out.problem = f"the collector's sandbox exited with {proc.returncode} before its run"
+            self.close()
+            return out
         path = self.run_dir / "collector.py"
         # Readable by the sandbox's uid whatever the harness's umask (the directory is its).
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
