@@ -17,7 +17,7 @@ from itbench_sre.embedded import JOB_PROGRAM, EmbeddedShop
 from itbench_sre.promproxy import PrometheusProxy
 from itbench_sre.spec import ALERT_BLIP_DELAY_MS, BLIP_DELAY_MS, DecoySpec, NoiseSpec, SreSpec
 from itbench_sre.stray import StrayClient
-from itbench_sre.tools import ActionJournal, build_tools
+from itbench_sre.tools import ActionJournal, build_tools, set_path
 
 from itbench import Environment, InfrastructureError, Tool, TrialContext
 
@@ -28,7 +28,6 @@ FAULT_WINDOW_S = 5.0
 #: In the harness's memory only: the oracle reads its own trial's to submit the spread the
 #: evaluator will measure.
 HANDOVER: dict[str, tuple[tuple[float, float], float]] = {}
-#: Seconds the restarted instances of the decoy changes get before the faults start.
 #: Seconds between two changes of the injection (decoys and faults), drawn per change: long
 #: enough for restarted instances to serve again, and no gap that sets the faults apart.
 _PAUSE_S = (1.0, 2.5)
@@ -199,8 +198,6 @@ class SreEnvironment(Environment):
                 self._timers.append(timer)
         # Routine changes after the faults (on another service, or a follow-up on a faulted
         # one): neither the newest revision nor the last restart names the cause.
-        if self.injected_at is None:  # a control: its window starts after the decoys before
-            self.injected_at = time.time()
         for decoy in self.spec.decoy_changes:
             if decoy.after or decoy.kind == "follow_up":
                 pause()
@@ -225,11 +222,7 @@ class SreEnvironment(Environment):
         if decoy.kind == "patch_release":
             cfg["release"] = topology.BY_NAME[decoy.target].patch
         else:
-            *parents, last = decoy.key.split(".")
-            node = cfg
-            for part in parents:
-                node = node.setdefault(part, {})
-            node[last] = decoy.value
+            set_path(cfg, decoy.key, decoy.value)
         if decoy.kind == "follow_up":
             # The faulted service may be crash-looping: its instances are restarted through the
             # process manager, whatever their state, rather than signalled by pid.

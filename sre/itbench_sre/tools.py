@@ -113,7 +113,8 @@ class ActionJournal:
         return self.entries[-1]["at"] if self.entries else None
 
 
-def _set_path(doc: dict[str, Any], dotted: str, value: Any) -> None:
+def set_path(doc: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set the dotted key ``dotted`` of a JSON configuration (its parents must exist)."""
     keys = dotted.split(".")
     cur: Any = doc
     for k in keys[:-1]:
@@ -491,7 +492,7 @@ class ShopTools:
             except ValueError:
                 raise ToolError(f"{name}'s configuration is not JSON: use 'content'") from None
             for key, value in set.items():
-                _set_path(doc, key, value)
+                set_path(doc, key, value)
             new = json.dumps(doc, indent=2) + "\n"
         else:
             new = str(content)
