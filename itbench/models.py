@@ -19,6 +19,8 @@ MetricValue = float | int | bool | None
 #: The longest agent wall-clock limit a scenario or a run may set, in seconds (one day): a
 #: deadline further out is a mistake, and one past what a date can hold would fail every trial.
 MAX_TIME_LIMIT = 86400.0
+#: The tag of a control scenario, and the facet every result records for it (``yes``/``no``).
+CONTROL_TAG = "control"
 
 
 class Complexity(StrEnum):
@@ -117,6 +119,18 @@ class ScenarioSpec(BaseModel):
         (:attr:`TrialResult.facets`); like the scenario id, they never reach the agent.
         """
         return {}
+
+    @property
+    def control(self) -> bool:
+        """Whether this is a control (tagged ``control``): no fault, a benign explanation."""
+        return CONTROL_TAG in self.tags
+
+    def result_facets(self) -> dict[str, str]:
+        """The facets a result records: the domain's, and whether the scenario is a control.
+
+        Reports show controls apart and never fold them into the pass rate of the problems.
+        """
+        return {**self.facets(), CONTROL_TAG: "yes" if self.control else "no"}
 
     def summary(self) -> dict[str, Any]:
         """Public catalog fields, as printed by ``itbench list --json``."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -24,8 +25,9 @@ from conftest import (
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'itbench[ray]')")
 
 RAY = [str(Path(sys.executable).with_name("ray"))]
-#: Ray clusters use token authentication; drivers that join one say so (Ray's own variable).
-AUTH = {"RAY_AUTH_MODE": "token"}
+#: Ray clusters use token authentication; drivers that join one say so and hold its token
+#: (Ray's own variables: a token of the test session, so no token file needs to exist).
+AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
 
 def _free_port() -> int:

@@ -57,7 +57,9 @@ def test_the_leak_probe_finds_nothing_in_the_sandbox_and_plenty_without(
     [row] = results(tmp_path / "ref")
     assert row["labels"] == ["reference"] and row["status"] == "passed"
     report = itbench("report", "out", "ref", "--json")
-    agents = {r["agent"] for r in report.json()["summary"]}  # type: ignore[index]
+    data = report.json()
+    # toy/healthy is a control: its row is among the controls, scored apart.
+    agents = {r["agent"] for r in data["summary"] + data["controls"]}  # type: ignore[index,operator]
     assert agents == {"probe/leak [unsandboxed]", "oracle [reference]"}
     md = (tmp_path / "out" / "report.md").read_text()
     assert "| probe/leak [unsandboxed] |" in md and "| oracle [reference] |" in md

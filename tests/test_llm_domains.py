@@ -9,7 +9,6 @@ same run feeds the trajectory and inspect export tests.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ import pytest
 from itbench_ciso.checks.k8s import CHECKS
 from itbench_finops.domain import FinOpsDomain
 from itbench_finops.draw import concrete
-from itbench_sre.environment import FAULT_WINDOW_S
 
 from itbench.bench import Bench
 from itbench.chat import PriceTable
@@ -45,8 +43,8 @@ SRE_ANSWER = {
     "incident": True,
     "root_causes": ["cart"],
     "fault_type": "bad_release",
-    # The spread the shop's metrics show in the fault window: the shoppers' calls to the cart
-    # fail (checkout reads the cart too rarely for a five-second window to count it).
+    # What the shop's metrics show degrading: the shoppers' calls to the cart (the faulty
+    # release fails some cart writes; checkout only reads the cart).
     "propagation": [["cart", "frontend"]],
 }
 
@@ -100,17 +98,6 @@ FINOPS_FORMS = {
 }
 
 
-def _after_fault_window(reply: Reply) -> Any:
-    """The reply, once the fault window has passed: the spread is measured over that window,
-    so a fix made earlier leaves nothing to measure (as an investigating agent would)."""
-
-    def step(conv: Conversation) -> Reply:
-        time.sleep(FAULT_WINDOW_S + 1.5)
-        return reply
-
-    return step
-
-
 def scripts(bench: Bench) -> dict[str, list[list[Any]]]:
     """Per domain: the right script (trial 0), then the wrong one (trial 1)."""
     spec: Any = concrete(bench.catalog.scenarios[SCENARIOS["finops"]], FINOPS_FORMS)
@@ -150,7 +137,7 @@ def scripts(bench: Bench) -> dict[str, list[list[Any]]]:
         "sre": [
             [
                 Reply([Call("alerts", {}), Call("read_config", {"entity": "cart"})]),
-                _after_fault_window(Reply([Call("rollback", {"service": "cart"})])),
+                Reply([Call("rollback", {"service": "cart"})]),
                 Reply([Call("submit", SRE_ANSWER)]),
             ],
             [
@@ -230,13 +217,10 @@ def test_right_answers_pass_and_wrong_ones_fail(llm_run: Run) -> None:
     outcome = {key: (r.status.value, r.error) for key, r in llm_run.results.items()}
     for scenario in SCENARIOS.values():
         assert outcome[(scenario, 1)][0] == "failed", outcome
-        if scenario != SCENARIOS["sre"]:
-            assert outcome[(scenario, 0)][0] == "passed", outcome
-    # SRE: propagation is graded against the spread measured over the five seconds after the
-    # agent starts, which a busy machine can leave empty; every other part must pass.
+        assert outcome[(scenario, 0)][0] == "passed", outcome
+    # SRE: the propagation is graded against the spread measured at handover.
     sre = llm_run.results[(SCENARIOS["sre"], 0)].metrics
-    assert sre["detection_pass"] and sre["localization_pass"] and sre["mitigation_pass"], sre
-    assert sre["fault_type_correct"] and "propagation_f1" in sre, sre
+    assert sre["propagation_scored"] and sre["propagation_f1"] >= 0.7, sre
 
 
 def test_tokens_cost_and_settings_are_recorded(llm_run: Run) -> None:
@@ -330,10 +314,9 @@ def test_inspect_export_is_read_back_by_inspect(llm_run: Run, tmp_path: Path) ->
         assert log.samples is not None and len(log.samples) == 3
         assert log.results is not None
         logs[log.results.scores[0].metrics["accuracy"].value] = (path, log)
-    # The wrong answers pass nothing; the right ones everything (SRE's measured propagation
-    # aside, see test_right_answers_pass_and_wrong_ones_fail).
+    # The wrong answers pass nothing; the right ones everything.
     low, high = sorted(logs)
-    assert low == 0.0 and high >= 2 / 3
+    assert low == 0.0 and high == 1.0
     path, log = logs[high]
     assert log.samples is not None
     ciso = {s.id: s for s in log.samples}[SCENARIOS["ciso"]]

@@ -77,15 +77,21 @@ def test_report_command_prints_and_writes_csv_and_markdown(itbench: CliFn, tmp_p
     assert len(metric_lines) == 1 and "1.000 ± 0.000" in metric_lines[0]
     rows = list(csv.DictReader((tmp_path / "r" / "report.csv").open()))
     assert rows[0]["domain"] == "toy" and rows[0]["agent"] == "baseline [unsandboxed]"
-    assert rows[0]["trials"] == "12" and rows[0]["invalid"] == "0"
+    # The healthy control's 3 trials are scored apart, never in the problems' pass rate.
+    assert rows[0]["trials"] == "9" and rows[0]["invalid"] == "0"
     assert float(rows[0]["pass_rate"]) == 1.0
+    assert "controls (apart from the pass rate above)" in res.stdout
     md = (tmp_path / "r" / "report.md").read_text()
     assert md.startswith("| domain | agent | trials | errors | invalid |") and "### Metrics" in md
-    assert "| toy | baseline [unsandboxed] | 12 | 0 | 0 |" in md
+    assert "| toy | baseline [unsandboxed] | 9 | 0 | 0 |" in md
+    controls = md.split("### Controls (apart from the pass rate above)")[1]
+    assert "| toy | baseline [unsandboxed] | 3 | 0 | 0 |" in controls
+    assert "### By control" in md
     assert "| domain | metric | baseline [unsandboxed] |" in md
     assert "| toy | localized | 1.000 ± 0.000 |" in md
     data = itbench("report", "r", "--json").json()
     assert data["summary"][0]["pass@1"] == 1.0  # type: ignore[index]
+    assert data["controls"][0]["trials"] == 3  # type: ignore[index]
 
 
 def test_report_on_a_directory_that_is_not_a_run_is_a_usage_error(
@@ -112,10 +118,11 @@ def test_report_writes_markdown_csv_latex_and_html_with_breakdowns(
     res = itbench("report", "a", "b", "--k", "2", "--out", "rep")
     assert res.returncode == 0, res.stderr
     out = tmp_path / "rep"
-    assert "wrote 7 file(s) to rep" in res.stdout
+    assert "wrote 8 file(s) to rep" in res.stdout
     names = {p.name for p in out.iterdir()}
     assert names == {
         "report.csv",
+        "report-control.csv",
         "report-fault.csv",
         "report-complexity.csv",
         "report-task-type.csv",
@@ -126,8 +133,9 @@ def test_report_writes_markdown_csv_latex_and_html_with_breakdowns(
     rows = {r["agent"]: r for r in csv.DictReader((out / "report.csv").open())}
     solver = rows["toy/solver [unsandboxed]"]
     assert solver["pass_rate"] == "1.0" and solver["pass@2"] == "1.0" and solver["pass^2"] == "1.0"
-    assert solver["problems"] == "4" and solver["solved"] == "4"
-    assert float(solver["input_tokens"]) == 60 and float(solver["tokens_per_solved"]) == 15
+    # The healthy control is scored apart: three problems here.
+    assert solver["problems"] == "3" and solver["solved"] == "3"
+    assert float(solver["tokens_per_solved"]) == float(solver["input_tokens"]) / 3
     md = (out / "report.md").read_text()
     assert "### By fault (pass rate, passed/scored)" in md
     assert "| toy | corrupted-key | 0.00 (0/6) | 1.00 (6/6) |" in md  # noop, then solver
@@ -135,9 +143,11 @@ def test_report_writes_markdown_csv_latex_and_html_with_breakdowns(
     tex = (out / "report.tex").read_text()
     assert r"\toprule" in tex and r"\midrule" in tex and r"\bottomrule" in tex
     assert r"toy/solver [unsandboxed]" in tex and r"1.000 $\pm$ 0.000" in tex
-    assert tex.count(r"\begin{tabular}") == 5  # summary, metrics, three breakdowns
+    # summary, controls, metrics, four breakdowns
+    assert tex.count(r"\begin{tabular}") == 7
     data = itbench("report", "a", "b", "--json", "--out", "rep").json()
-    assert set(data["breakdowns"]) == {"fault", "complexity", "task_type"}  # type: ignore[index]
+    breakdowns = {"control", "fault", "complexity", "task_type"}
+    assert set(data["breakdowns"]) == breakdowns  # type: ignore[index]
 
 
 def test_report_html_opens_in_chromium_with_its_plots(itbench: CliFn, tmp_path: Path) -> None:
@@ -207,7 +217,9 @@ def test_report_reads_past_a_torn_last_line(itbench: CliFn, tmp_path: Path) -> N
     with path.open("a") as fh:
         fh.write('{"run_id": "cut short')
     data = itbench("report", "a", "--json").json()
-    assert data["summary"][0]["trials"] == 8  # type: ignore[index]
+    # 8 trials: 6 of problems, 2 of the control (scored apart).
+    assert data["summary"][0]["trials"] == 6  # type: ignore[index]
+    assert data["controls"][0]["trials"] == 2  # type: ignore[index]
 
 
 def test_leaderboard_is_rebuilt_identically_and_refuses_tampered_runs(
@@ -227,9 +239,11 @@ def test_leaderboard_is_rebuilt_identically_and_refuses_tampered_runs(
     assert [r["agent"] for r in toy["rows"]] == ["toy/solver", "noop"]
     top = toy["rows"][0]
     assert top["pass_rate"] == 1.0 and top["sandboxed"] is False and "unsandboxed" in top["notes"]
-    assert top["task_types"] == {"detection": 1.0, "localization": 1.0, "mitigation": 1.0}
+    # Detection is asked only by the healthy control, which is scored apart.
+    assert top["task_types"] == {"localization": 1.0, "mitigation": 1.0}
+    assert top["controls_pass_rate"] == 1.0
     md = (board / "toy.md").read_text()
-    assert "| toy/solver | – | 8 | 0 | 1.000 ± 0.000 |" in md
+    assert "| toy/solver | – | 6 | 0 | 1.000 ± 0.000 |" in md
     assert (board / "overall.md").exists() and (board / "overall.json").exists()
     before = {p.name: p.read_bytes() for p in board.iterdir() if p.is_file()}
     assert itbench("leaderboard", "--dir", "board", "--check").returncode == 0

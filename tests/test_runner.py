@@ -193,7 +193,7 @@ def test_targets_are_drawn_per_trial_recorded_and_given_to_the_oracle(
     assert {r["status"] for r in rows} == {"passed"}  # the oracle got the drawn spec
     drawn = [r["drawn"]["key"] for r in rows]
     assert set(drawn) <= {"north", "south", "east", "west"} and len(set(drawn)) > 1
-    assert all(r["facets"] == {"fault": "corrupted-key"} for r in rows)
+    assert all(r["facets"] == {"fault": "corrupted-key", "control": "no"} for r in rows)
     for r in rows:  # what was drawn never reaches the agent
         task = (tmp_path / "o" / "trials" / r["handle"] / "task.json").read_text()
         assert r["drawn"]["key"] not in task

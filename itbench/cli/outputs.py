@@ -75,6 +75,9 @@ def report(
         console.print_json(
             {
                 "summary": json.loads(result.summary.to_json(orient="records")),
+                "controls": []
+                if result.controls is None
+                else json.loads(result.controls.to_json(orient="records")),
                 "breakdowns": {
                     d: json.loads(b.to_json(orient="records")) for d, b in result.breakdowns.items()
                 },
@@ -85,6 +88,9 @@ def report(
         return
     header, rows = display_rows(result.summary, k)
     console.table(f"report: {', '.join(map(str, run_dirs))}", header, rows, plain=True)
+    if result.controls is not None:
+        header, rows = display_rows(result.controls, k)
+        console.table("controls (apart from the pass rate above)", header, rows, plain=True)
     header, rows = metric_rows(result.summary)
     if rows:
         console.table("metrics: mean ± standard error over scored trials", header, rows, True)

@@ -31,7 +31,7 @@ import pandas as pd
 
 from itbench.console import agent_label
 from itbench.errors import RunDirError
-from itbench.models import RunManifest, TrialResult
+from itbench.models import CONTROL_TAG, RunManifest, TrialResult
 from itbench.store import RunStore
 
 TIMING_COLUMNS = (
@@ -85,6 +85,7 @@ def trial_row(r: TrialResult, model: str | None = None) -> dict[str, Any]:
     }
     for name, facet in r.facets.items():
         row[f"facet.{name}"] = facet
+    row["control"] = r.facets.get(CONTROL_TAG) == "yes"
     for name, value in r.metrics.items():
         row[f"metric.{name}"] = float(value) if value is not None else math.nan
     for phase in TIMING_COLUMNS:

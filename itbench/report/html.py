@@ -26,6 +26,7 @@ from matplotlib import rc_context
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from itbench.models import CONTROL_TAG
 from itbench.report.tables import Report, breakdown_rows, display_rows, metric_rows, title
 
 _RC: dict[str, Any] = {
@@ -169,7 +170,7 @@ def plots(report: Report) -> list[str]:
         return []
     out = [_pass_rate_plot(report.summary)]
     for dimension, part in report.breakdowns.items():
-        if dimension not in ("complexity", "task_type"):
+        if dimension not in ("complexity", "task_type", CONTROL_TAG):
             out.append(_heatmap(part, dimension))
     trials = report.frames.trials
     for column, name, label in (
@@ -211,6 +212,11 @@ def page(report: Report, heading: str = "itbench report") -> str:
         _table(*display_rows(report.summary, report.k)),
         *plots(report),
     ]
+    if report.controls is not None:
+        parts += [
+            "<h2>Controls (apart from the pass rate above)</h2>",
+            _table(*display_rows(report.controls, report.k)),
+        ]
     metrics = metric_rows(report.summary)
     if metrics[1]:
         parts += ["<h2>Metrics (mean ± standard error)</h2>", _table(*metrics)]

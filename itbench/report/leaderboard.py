@@ -43,7 +43,7 @@ from itbench.models import Label, RunManifest, ScenarioSpec, TrialResult, TrialS
 from itbench.plan import trial_id_prefix
 from itbench.report.dataset import frames_of
 from itbench.report.render import markdown_cell
-from itbench.report.tables import breakdown, fmt, summarize
+from itbench.report.tables import breakdown, fmt, problems_and_controls, summarize
 from itbench.store import MANIFEST, RESULTS, RunStore
 
 RUNS = "runs"
@@ -293,9 +293,14 @@ def _rows(entries: list[Entry], domain: str | None) -> list[dict[str, Any]]:
         results = [r for r in e.results if domain is None or r.domain == domain]
         if not results:
             continue
-        trials = frames_of([(e.manifest, results)]).trials
-        trials = trials.assign(domain=domain or "all")
+        every = frames_of([(e.manifest, results)]).trials
+        every = every.assign(domain=domain or "all")
+        # Controls are scored apart: the pass rate is the problems'.
+        trials, controls = problems_and_controls(every)
+        if trials.empty:
+            trials = every
         s = summarize(trials, 1, by=("domain",)).iloc[0]
+        c = summarize(controls, 1, by=("domain",)).iloc[0] if len(controls) else None
         tasks = breakdown(trials, "task_type", 1)
         per_task = {str(r["task_type"]): _round(float(r["pass_rate"])) for _, r in tasks.iterrows()}
         rows.append(
@@ -311,6 +316,7 @@ def _rows(entries: list[Entry], domain: str | None) -> list[dict[str, Any]]:
                 "ci_low": _round(float(s["ci_low"])),
                 "ci_high": _round(float(s["ci_high"])),
                 "task_types": dict(sorted(per_task.items())),
+                "controls_pass_rate": None if c is None else _round(float(c["pass_rate"])),
                 "time_to_detect": _round(float(s.get("time_to_detect_mean", math.nan))),
                 "time_to_mitigate": _round(float(s.get("time_to_mitigate_mean", math.nan))),
                 "tokens": _round(

@@ -30,6 +30,9 @@ def _markdown(header: list[str], rows: list[list[str]]) -> list[str]:
 def markdown(report: Report) -> str:
     """The report as GitHub-flavoured Markdown: summary, metrics and breakdowns."""
     lines = _markdown(*display_rows(report.summary, report.k))
+    if report.controls is not None:
+        lines += ["", "### Controls (apart from the pass rate above)", ""]
+        lines += _markdown(*display_rows(report.controls, report.k))
     metrics = metric_rows(report.summary)
     if metrics[1]:
         lines += ["", "### Metrics (mean ± standard error)", "", *_markdown(*metrics)]
@@ -72,6 +75,8 @@ def latex(report: Report) -> str:
     """
     lines = ["% itbench report: needs \\usepackage{booktabs}", ""]
     lines += _latex(*display_rows(report.summary, report.k), "Pass rate per domain and agent")
+    if report.controls is not None:
+        lines += _latex(*display_rows(report.controls, report.k), "Controls, scored apart")
     metrics = metric_rows(report.summary)
     if metrics[1]:
         lines += _latex(*metrics, "Metrics (mean ± standard error)")

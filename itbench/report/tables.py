@@ -15,6 +15,9 @@ Definitions (per group of trials, by default a domain and an agent):
   resamples problems (the trials of one problem are not independent; see
   :mod:`itbench.report.stats`).
 - ``problems``: distinct scenarios; ``solved``: problems with at least one pass.
+- Controls (scenarios tagged ``control``: no fault, the agent must explain what it sees) are
+  summarized apart, in the same columns, and never folded into the summary's pass rate; the
+  ``control`` breakdown shows both side by side.
 - ``pass@k`` and ``pass^k``: the unbiased estimators per problem, averaged over the
   ``pass@k_problems`` problems with at least ``k`` scored trials (tables show that count when
   it is not every problem).
@@ -57,8 +60,11 @@ class Report:
 
     frames: Frames
     k: int
+    #: One row per domain and agent over the problems (controls left out).
     summary: pd.DataFrame
     breakdowns: dict[str, pd.DataFrame] = field(default_factory=dict)
+    #: The same over the controls alone (``None`` without any).
+    controls: pd.DataFrame | None = None
 
 
 def _rate_stats(group: pd.DataFrame, k: int) -> dict[str, Any]:
@@ -172,12 +178,22 @@ def breakdown(trials: pd.DataFrame, dimension: str, k: int = 1) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def problems_and_controls(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The trials of problems, and those of controls (scored apart, never in the pass rate)."""
+    if trials.empty or "control" not in trials:
+        return trials, trials.iloc[0:0]
+    control = trials["control"].fillna(False).astype(bool)
+    return trials[~control], trials[control]
+
+
 def build(frames: Frames, k: int = 1) -> Report:
-    """The report of some frames: the summary and every breakdown."""
+    """The report of some frames: the summary, the controls' summary and every breakdown."""
     trials = frames.trials
-    summary = summarize(trials, k)
+    problems, controls = problems_and_controls(trials)
+    summary = summarize(problems, k)
     parts = {d: breakdown(trials, d, k) for d in dimensions(trials)} if not trials.empty else {}
-    return Report(frames, k, summary, {d: b for d, b in parts.items() if not b.empty})
+    parts = {d: b for d, b in parts.items() if not b.empty}
+    return Report(frames, k, summary, parts, summarize(controls, k) if len(controls) else None)
 
 
 def fmt(value: Any, digits: int = 3) -> str:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from typing import Any
 
-from itbench_sre import faults, spread, topology
-from itbench_sre.environment import FAULT_WINDOW_S, HANDOVER
+from itbench_sre import faults, topology
+from itbench_sre.environment import HANDOVER
 from itbench_sre.rules import SATURATION
 from itbench_sre.spec import SreSpec, SreSubmission
 
@@ -35,15 +34,13 @@ _RESOURCE_TYPES = {
 def oracle(spec: SreSpec, toolbox: Toolbox, handle: str = "") -> SreSubmission:
     """Submit the ground truth and apply each fault's reference fix through the tools.
 
-    The propagation is the spread over the evaluator's windows (published in the harness's
-    memory by trial handle): the oracle waits the fault window out, measures it through the
-    ``query`` tool at the window's exact end, and only then acts, so the evaluator measures
-    the same window from the same data.
+    The propagation is the spread the evaluator measured at handover (published in the
+    harness's memory by trial handle).
     """
     truth = spec.truth()
     if not truth.incident:
-        return SreSubmission(incident=False)
-    measured = _measured_spread(toolbox, handle, truth.root_causes)
+        return SreSubmission(incident=False, benign=list(truth.benign))
+    measured = HANDOVER.get(handle)
     if "mitigation" in spec.task_types:
         followed = {d.target for d in spec.decoy_changes if d.kind == "follow_up"}
         for f in spec.faults:
@@ -63,22 +60,6 @@ def oracle(spec: SreSpec, toolbox: Toolbox, handle: str = "") -> SreSubmission:
     )
 
 
-def _measured_spread(
-    toolbox: Toolbox, handle: str, roots: list[str]
-) -> list[tuple[str, str]] | None:
-    if handle not in HANDOVER:
-        return None
-    base, start = HANDOVER[handle]
-    end = start + FAULT_WINDOW_S
-    time.sleep(max(0.0, end + 1.0 - time.time()))
-
-    def query_at(promql: str, at: float) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = toolbox.call("query", promql=promql, at=at)
-        return rows
-
-    return spread.measure(query_at, base, (start, end), roots)
-
-
 def _depth(service: str) -> int:
     """Distance of a service from the entry point (deeper services are likelier causes)."""
     d = topology.hops("frontend", service)
@@ -88,9 +69,9 @@ def _depth(service: str) -> int:
 def baseline(task: TaskView, toolbox: Toolbox) -> SreSubmission:
     """Alerts + topology + process state to localize; rollback, restart or start to mitigate."""
     firing = toolbox.call("alerts")
-    if not firing:
-        return SreSubmission(incident=False)
     procs = {p["name"]: p for p in toolbox.call("processes")}
+    if not firing:
+        return SreSubmission(incident=False, benign=_benign(toolbox, procs))
     down = [n for n, p in procs.items() if n in ("redis", "postgres") and p["state"] != "RUNNING"]
     # An instance that cannot be scraped although it has run for a while: it hangs.
     unscraped = {a["labels"].get("instance") for a in firing if a["name"] == "InstanceDown"} - {
@@ -132,6 +113,27 @@ def baseline(task: TaskView, toolbox: Toolbox) -> SreSubmission:
         fault_type=ftype,
         propagation=topology.propagation_chain(root),
     )
+
+
+def _benign(toolbox: Toolbox, procs: dict[str, dict[str, Any]]) -> list[str]:
+    """Services with a new revision or a restarted instance: the baseline's benign events."""
+    uptimes = [float(p.get("uptime_s") or 0) for p in procs.values()]
+    oldest = max(uptimes, default=0.0)
+    out = []
+    for s in topology.SERVICES:
+        with contextlib.suppress(ToolError):
+            if len(toolbox.call("read_config", entity=s.name).get("revisions", [])) > 1:
+                out.append(s.name)
+                continue
+        restarted = [
+            p
+            for name, p in procs.items()
+            if topology.canonical(name) == s.name
+            and float(p.get("uptime_s") or 0) < oldest - _SETTLED_S
+        ]
+        if restarted:
+            out.append(s.name)
+    return out
 
 
 def _saturated(toolbox: Toolbox, job: str) -> str | None:

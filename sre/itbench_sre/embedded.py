@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from typing import Any
 import yaml
 from itbench_sre import pgtemplate, topology
 from itbench_sre.ansible import run_playbook
+from itbench_sre.app.phrases import PHRASES_FILE, Phrasebook
 from itbench_sre.backend import ChangeSet, ShopBackend
 from itbench_sre.rules import alert_rules
 from itbench_sre.supervisor import Supervisor
@@ -39,6 +41,11 @@ HARNESS_RECORD = "harness.json"
 _SHARED_NAME = re.compile(r"env-[0-9a-f]{12}")
 #: Entities whose configuration the tools expose (services, Redis, Prometheus).
 CONFIG_ENTITIES = tuple(s.name for s in topology.SERVICES) + ("redis", topology.DNS, "prometheus")
+#: The services' private lookup of what each flag name stands for (under the shop's home; no
+#: tool reads it).
+FEATURES_FILE = "features.json"
+#: The services' private lookup of which release is faulty (under the shop's home).
+RELEASES_FILE = "releases.json"
 #: Entities whose every configuration deployment is kept as a revision.
 REVISIONED = (*(s.name for s in topology.SERVICES), topology.DNS)
 
@@ -58,6 +65,9 @@ class EmbeddedShop(ShopBackend):
         traces: Whether services record spans.
         workload_rate: Requests per second of the load generator.
         overrides: Per-service config overrides applied to the baseline deployment.
+        flag_names: Per service, the name each flag goes by (drawn per trial; none: its own).
+        phrasing: The wording of each of the shop's messages (drawn per trial; none: the first).
+        faulty_releases: Per service, its faulty newer release (drawn; none: the next minor).
     """
 
     def __init__(
@@ -67,8 +77,15 @@ class EmbeddedShop(ShopBackend):
         traces: bool = True,
         workload_rate: float = 8.0,
         overrides: dict[str, dict[str, Any]] | None = None,
+        flag_names: dict[str, dict[str, str]] | None = None,
+        phrasing: dict[str, int] | None = None,
+        faulty_releases: dict[str, str] | None = None,
     ) -> None:
         self.root = root
+        self.faulty_releases = faulty_releases or {}
+        self.flag_names = flag_names or {}
+        #: This trial's wording of the shop's own messages.
+        self.phrases = Phrasebook(phrasing)
         self.port_base = port_base
         self.traces = traces
         self.workload_rate = workload_rate
@@ -108,6 +125,26 @@ class EmbeddedShop(ShopBackend):
         """The baseline name registry: every service's name on the mesh's address."""
         return {"records": {f"{s.name}.svc": "127.0.0.1" for s in topology.SERVICES}, "ttl_s": 1}
 
+    def flag_name(self, service: str, flag: str) -> str:
+        """The name a service's flag goes by in this deployment."""
+        return self.flag_names.get(service, {}).get(flag, flag)
+
+    def faulty_release(self, service: str) -> str:
+        """The one newer release of a service that is faulty in this deployment."""
+        return self.faulty_releases.get(service) or topology.BY_NAME[service].releases[-1]
+
+    def good_release(self, service: str, rng: random.Random | None = None) -> str:
+        """A newer release of a service that works (drawn with ``rng``, else the first)."""
+        good = [r for r in topology.candidates(service) if r != self.faulty_release(service)]
+        return rng.choice(good) if rng is not None else good[0]
+
+    def features(self) -> dict[str, dict[str, str]]:
+        """Per service, what each flag name stands for (the services' private lookup)."""
+        return {
+            s.name: {self.flag_name(s.name, f): f for f in topology.flags_of(s.name)}
+            for s in topology.SERVICES
+        }
+
     # --- rendering -----------------------------------------------------------------------
     def baseline_config(self, service: str) -> dict[str, Any]:
         """The baseline configuration of one service."""
@@ -146,10 +183,11 @@ class EmbeddedShop(ShopBackend):
                 "password": pgtemplate.DB_PASSWORD,
                 "database": pgtemplate.DB_NAME,
             }
-        cfg["flags"] = {
-            **{flag: True for flag in topology.ROUTINE_FLAGS[service]},
-            **{flag: False for flag in topology.FLAGS.get(service, ())},
-        }
+        # Listed by name: where a flag stands says nothing about what it does.
+        routine = set(topology.ROUTINE_FLAGS[service])
+        cfg["flags"] = dict(
+            sorted((self.flag_name(service, f), f in routine) for f in topology.flags_of(service))
+        )
         for key, value in self.overrides.get(service, {}).items():
             cfg[key] = value
         return cfg
@@ -338,6 +376,10 @@ class EmbeddedShop(ShopBackend):
             files[str(self.shop / "prometheus" / "targets" / f"{s.name}.json")] = self._targets(
                 s.name, s.replicas
             )
+        files[str(self.shop / FEATURES_FILE)] = json.dumps(self.features(), indent=1) + "\n"
+        files[str(self.shop / PHRASES_FILE)] = json.dumps(self.phrases.choice) + "\n"
+        faulty = {s.name: self.faulty_release(s.name) for s in topology.SERVICES}
+        files[str(self.shop / RELEASES_FILE)] = json.dumps(faulty) + "\n"
         files[str(self.config_path(topology.DNS))] = json.dumps(self.dns_records(), indent=2) + "\n"
         files[str(self.shop / "redis" / "redis.conf")] = self._redis_conf()
         files[str(self.shop / "prometheus" / "prometheus.yml")] = self._prometheus_yml()

@@ -11,23 +11,35 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from itbench_sre import faults, spread, topology
+from itbench_sre import cause, faults, spread, topology
 from itbench_sre.backend import ChangeSet
-from itbench_sre.embedded import JOB_PROGRAM, EmbeddedShop
+from itbench_sre.embedded import JOB_PROGRAM, REVISIONED, EmbeddedShop
 from itbench_sre.promproxy import PrometheusProxy
-from itbench_sre.spec import ALERT_BLIP_DELAY_MS, BLIP_DELAY_MS, DecoySpec, NoiseSpec, SreSpec
+from itbench_sre.spec import (
+    ALERT_BLIP_DELAY_MS,
+    BLIP_DELAY_MS,
+    RESOLVED,
+    DecoySpec,
+    NoiseSpec,
+    SreSpec,
+)
 from itbench_sre.stray import StrayClient
 from itbench_sre.tools import ActionJournal, build_tools, set_path
 
 from itbench import Environment, InfrastructureError, Tool, TrialContext
 
-#: Seconds after the fault became observable that the spread is measured over (cut short by
-#: the agent's first action).
-FAULT_WINDOW_S = 5.0
-#: The measurement windows of each live trial, by trial handle: ``(baseline, fault start)``.
-#: In the harness's memory only: the oracle reads its own trial's to submit the spread the
-#: evaluator will measure.
-HANDOVER: dict[str, tuple[tuple[float, float], float]] = {}
+#: The fault's measured spread of each live trial, by trial handle. In the harness's memory
+#: only: the oracle reads its own trial's to submit the spread the evaluator measured.
+HANDOVER: dict[str, list[tuple[str, str]]] = {}
+#: Seconds of fault window (less the settles it leaves out) the handover waits for, so that
+#: every edge the workload calls about once a second has calls enough to be judged.
+MIN_WINDOW_S = 10.0
+#: Seconds after a restarted instance runs again that its callers' calls may still fail.
+_SETTLE_TAIL_S = 1.5
+#: Longest settle after a change (a crash-looping service never runs again).
+_SETTLE_MAX_S = 8.0
+#: Seconds the measurement waits at handover for the scrape that ends its window.
+_LAST_SCRAPE_S = 0.6
 #: Seconds between two changes of the injection (decoys and faults), drawn per change: long
 #: enough for restarted instances to serve again, and no gap that sets the faults apart.
 _PAUSE_S = (1.0, 2.5)
@@ -76,12 +88,16 @@ class SreEnvironment(Environment):
             ctx.port_base,
             traces=spec.traces,
             workload_rate=spec.workload_rate,
+            flag_names=spec.flag_names,
+            phrasing=spec.phrasing,
+            faulty_releases=spec.faulty_releases,
         )
         self.journal = ActionJournal(ctx.trial_dir / "actions.jsonl")
         self.baseline: dict[str, Any] = {}
         self.injected_at: float | None = None
         self.observable_at: float | None = None
         self._timers: list[threading.Timer] = []
+        self._settlers: list[threading.Thread] = []
         self._strays: list[StrayClient] = []
         self.trigger_until = 0.0
         #: (pid, start time) of each harness server, taken at the end of setup.
@@ -89,8 +105,13 @@ class SreEnvironment(Environment):
         self.proxy = PrometheusProxy(ctx.port(topology.PROM_API), ctx.port(topology.PROMETHEUS))
         self.serving_since: float | None = None
         self.quiet_until: float | None = None
-        #: The fault's spread, measured when the agent starts.
-        self.spread: list[tuple[str, str]] = []
+        #: The fault's spread, measured at handover (``None``: a control, or not yet).
+        self.spread: spread.Spread | None = None
+        #: Spans the spread's fault window leaves out: the settle after each change the
+        #: harness played that is no fault (decoys, follow-ups, noise).
+        self.quiet_spans: list[tuple[float, float]] = []
+        #: The configuration keys the faults set (mitigation checks they no longer hold).
+        self.causes: list[cause.Cause] = []
 
     # --- lifecycle ---------------------------------------------------------------------------
     def setup(self) -> None:
@@ -187,7 +208,15 @@ class SreEnvironment(Environment):
             self.injected_at = self.injected_at or time.time()
             mech = faults.get(f.mechanism)
             params = f.merged_params()
-            self.shop.apply(mech.inject(self.shop, f.chosen, params))
+            change = mech.inject(self.shop, f.chosen, params)
+            if mech.config_cause:
+                for entity, content in change.files:
+                    if entity in REVISIONED:
+                        before = json.loads(self.shop.read_config(entity))
+                        self.causes += cause.changed(entity, before, json.loads(content))
+            # The deployment's own restart is no lasting effect of the fault either.
+            self._quiet([program for program, sig in change.signals if sig == "TERM"])
+            self.shop.apply(change)
             if mech.trigger is not None:
                 self.shop.apply(mech.trigger(self.shop, f.chosen, params))
                 seconds = float(params.get("trigger_seconds", 5))
@@ -206,6 +235,37 @@ class SreEnvironment(Environment):
         # judged against is what the faults left.
         self.baseline["loadgen"] = _digest(self.shop.read_private("loadgen.json"))
 
+    def _quiet(self, instances: list[str] | None = None, seconds: float = 0.0) -> None:
+        """Leave the settle after a change about to be played out of the spread's window.
+
+        For a change that restarts ``instances``, the settle lasts until each of them runs as a
+        new process, and :data:`_SETTLE_TAIL_S` more (its callers' calls in flight), at most
+        :data:`_SETTLE_MAX_S` (a crash-looping service never comes back); for a blip, its
+        ``seconds`` and :data:`spread.SETTLE_S` more.
+        """
+        start = time.time()
+        if instances is None:
+            self.quiet_spans.append((start, start + seconds + spread.SETTLE_S))
+            return
+        if not instances:
+            return
+        before = {i: self.shop.identity(i) for i in instances}
+        index = len(self.quiet_spans)
+        self.quiet_spans.append((start, start + _SETTLE_MAX_S))
+
+        def settle() -> None:
+            while time.time() < start + _SETTLE_MAX_S and not self.shop._torn_down:
+                now = {i: self.shop.identity(i) for i in instances}
+                if all(now[i] is not None and now[i] != before[i] for i in instances):
+                    end = min(start + _SETTLE_MAX_S, time.time() + _SETTLE_TAIL_S)
+                    self.quiet_spans[index] = (start, end)
+                    return
+                time.sleep(0.1)
+
+        thread = threading.Thread(target=settle, name="sre-settle", daemon=True)
+        thread.start()
+        self._settlers.append(thread)
+
     def _decoy(self, decoy: DecoySpec) -> None:
         """Play one decoy: a routine change deployed, or a stray client started."""
         if decoy.kind == "stray_client":
@@ -220,9 +280,18 @@ class SreEnvironment(Environment):
             return
         cfg = json.loads(self.shop.read_config(decoy.target))
         if decoy.kind == "patch_release":
-            cfg["release"] = topology.BY_NAME[decoy.target].patch
+            # A newer release that works: its number alone says nothing.
+            pick = random.Random(self.ctx.secret_seed(f"sre-release-{decoy.target}"))
+            cfg["release"] = self.shop.good_release(decoy.target, pick)
+        elif decoy.value == RESOLVED:
+            # The upstream by address rather than by name: the same mesh endpoint.
+            upstream = decoy.key.removeprefix("upstreams.")
+            _host, _, port = str(cfg["upstreams"][upstream]).rpartition(":")
+            cfg["upstreams"][upstream] = f"127.0.0.1:{port}"
         else:
             set_path(cfg, decoy.key, decoy.value)
+        restarted = topology.instances(decoy.target, topology.BY_NAME[decoy.target].replicas)
+        self._quiet(restarted)
         if decoy.kind == "follow_up":
             # The faulted service may be crash-looping: its instances are restarted through the
             # process manager, whatever their state, rather than signalled by pid.
@@ -243,10 +312,12 @@ class SreEnvironment(Environment):
 
     def _noise(self, noise: NoiseSpec) -> None:
         if noise.kind == "restart_replica":
+            self._quiet([noise.target or ""])
             self.shop.apply(ChangeSet(programs=[("restart", noise.target or "")]))
         elif noise.kind == "compatible_release":
             self._decoy(DecoySpec(kind="patch_release", target=noise.target or ""))
         elif noise.kind in ("latency_blip", "alert_blip"):
+            self._quiet(seconds=noise.seconds)
             delay = BLIP_DELAY_MS if noise.kind == "latency_blip" else ALERT_BLIP_DELAY_MS
             self.shop.apply(ChangeSet(links={noise.target or "": {"delay_ms": delay}}))
             timer = threading.Timer(noise.seconds, self._clear_blip)
@@ -287,8 +358,9 @@ class SreEnvironment(Environment):
             except (RuntimeError, KeyError):
                 return False
         since = time.time() - 10
+        text = self.shop.phrases.wording(check.log_text)
         for line in reversed(self.shop.log_lines(check.log_service)):
-            if check.log_text in line:
+            if text in line:
                 try:
                     return float(json.loads(line).get("ts", 0)) >= since
                 except ValueError:
@@ -310,6 +382,7 @@ class SreEnvironment(Environment):
         # When each check last held: an intermittent effect (a flapping link, sparse failing
         # calls) counts as shown for a while.
         held: dict[faults.Check, float] = {}
+        shown = False
         while time.monotonic() < end:
             if not self.shop.scraping():
                 time.sleep(0.25)
@@ -329,8 +402,14 @@ class SreEnvironment(Environment):
                     for c in group
                     if now - held.get(c, -1e9) > _HELD_S
                 ]
-                if not missing:
+                # Once shown, the signature need not hold again while the spread's window
+                # fills (a leak that exhausted its limit may no longer be scraped).
+                shown = shown or not missing
+                if shown and self._window_s() < MIN_WINDOW_S:
+                    missing = [f"{MIN_WINDOW_S:g} s of the spread's window"]
+                elif shown:
                     self.observable_at = time.time()
+                    self._measure_spread()
                     return
             else:
                 try:
@@ -346,35 +425,53 @@ class SreEnvironment(Environment):
             f"fault not observable within {timeout:.0f}s; missing: {', '.join(missing) or 'scrapes'}"
         )
 
-    def agent_started(self) -> None:
-        """Publish the spread's measurement windows for the oracle (harness memory only)."""
-        if self.observable_at is not None and self.serving_since is not None:
-            base = (self.serving_since, self.quiet_until or self.observable_at)
-            HANDOVER[self.ctx.trial_id] = (base, self.observable_at)
+    def _window_s(self) -> float:
+        """Seconds of the spread's fault window so far."""
+        if self.injected_at is None:
+            return 0.0
+        spans = spread.left_out(self.injected_at, time.time(), self.quiet_spans)
+        return sum(b - a for a, b in spans)
 
-    def measure_spread(self) -> list[tuple[str, str]] | None:
-        """The fault's spread: degraded call edges in the fault window, connected to the roots.
+    def _measure_spread(self) -> None:
+        """Measure the fault's spread at handover, before the agent can act on the shop.
 
-        The fault window runs from when the fault became observable for
-        :data:`FAULT_WINDOW_S` seconds, or to the agent's first action if that came sooner;
-        the baseline window from when the shop served until the first noise or fault.
-        ``None`` for a trial that never became observable.
+        The fault window runs from the first fault's injection to now, less the settle after
+        every decoy and noise change; the baseline window from when the shop served until the
+        first change.
         """
-        if self.observable_at is None or self.serving_since is None:
-            return None
-        end = self.observable_at + FAULT_WINDOW_S
-        if self.journal.entries:
-            end = min(end, float(self.journal.entries[0]["at"]))
-        # The window's last scrape must be in the database before it is read.
-        time.sleep(max(0.0, end + 1.0 - time.time()))
-        base = (self.serving_since, self.quiet_until or self.observable_at)
+        if self.injected_at is None or self.serving_since is None:
+            return
+        time.sleep(_LAST_SCRAPE_S)
+        end = self.observable_at or time.time()
+        for thread in self._settlers:
+            thread.join(timeout=max(0.0, _SETTLE_MAX_S))
+        base = (self.serving_since, self.quiet_until or self.injected_at)
         try:
             self.spread = spread.measure(
-                self._query_at, base, (self.observable_at, end), self.spec.truth().root_causes
+                self._query_at,
+                base,
+                (self.injected_at, end),
+                self._anchors(),
+                self.quiet_spans,
             )
-        except RuntimeError as exc:
+        except (RuntimeError, KeyError, TypeError) as exc:
             raise InfrastructureError(f"cannot measure the fault's spread: {exc}") from exc
-        return self.spread
+
+    def _anchors(self) -> list[str]:
+        """Where the faults' spread starts: each fault's root, or its mechanism's anchors."""
+        out: list[str] = []
+        for f in self.spec.faults:
+            mech = faults.get(f.mechanism)
+            if mech.anchors is not None:
+                out += mech.anchors(f.chosen, f.merged_params())
+            else:
+                out.append(mech.root(f.chosen))
+        return out
+
+    def agent_started(self) -> None:
+        """Publish the measured spread for the oracle (harness memory only)."""
+        if self.spread is not None:
+            HANDOVER[self.ctx.trial_id] = list(self.spread.edges)
 
     def _query_at(self, promql: str, at: float) -> list[dict[str, Any]]:
         data = self.shop.prom("/api/v1/query", {"query": promql, "time": f"{at:.3f}"})
@@ -490,6 +587,17 @@ class SreEnvironment(Environment):
             if not self.shop.running(program):
                 problems.append(f"{program} is not running")
         return not problems, problems
+
+    def causes_left(self) -> list[str]:
+        """The faults' configuration changes still in place (an unreadable one counts)."""
+
+        def read(entity: str) -> Any:
+            try:
+                return json.loads(self.shop.read_config(entity))
+            except (OSError, ValueError):
+                return None
+
+        return cause.left(read, self.causes)
 
     def regressions(self) -> list[str]:
         """Baseline services below their replicas, or data the workload relies on gone."""

@@ -80,13 +80,16 @@ class Check:
 
     promql: str = ""
     log_service: str = ""
+    #: The message's first wording (``app/phrases.py``); each trial words it its own way.
     log_text: str = ""
+    #: What the message says, for the docs (never its wording: that varies per trial).
+    log_meaning: str = ""
 
     def describe(self) -> str:
         """The condition as text (for the reference and the README)."""
         if self.promql:
             return f"`{self.promql}`"
-        return f"a log record of `{self.log_service}` containing `{self.log_text}`"
+        return f"a log record of `{self.log_service}` saying {self.log_meaning or 'so'}"
 
 
 def errors_of(job: str, at_least: int = 3) -> Check:
@@ -225,6 +228,17 @@ class Mechanism:
     trigger: Callable[[EmbeddedShop, str, dict[str, Any]], ChangeSet] | None = None
     #: What the signature means, in words (the README's table).
     observable: str = ""
+    #: Whether the spread of this mechanism is measured reliably enough to score the
+    #: propagation (``benchmarks/sre_retest.py``); when not, a diagnosis is judged without it.
+    spread: bool = True
+    #: Where the fault's spread starts, when not at its root: ``(target, params) -> entities``
+    #: (the name registry's fault spreads from the service whose record broke).
+    anchors: Callable[[str, dict[str, Any]], list[str]] | None = None
+
+    @property
+    def config_cause(self) -> bool:
+        """Whether the fault's cause is a configuration change (mitigation turns it back)."""
+        return bool(getattr(self.inject, "config_cause", False))
 
     @property
     def mitigable(self) -> bool:
@@ -293,9 +307,19 @@ def _restore(shop: EmbeddedShop, service: str, params: dict[str, Any]) -> Change
     return _deploy(shop, service, shop.baseline_config(service))
 
 
+Injector = Callable[[EmbeddedShop, str, dict[str, Any]], ChangeSet]
+
+
+def _config_cause(inject: Injector) -> Injector:
+    """Mark an injector whose cause is the configuration it writes (see ``cause.py``)."""
+    inject.config_cause = True  # type: ignore[attr-defined]
+    return inject
+
+
 def _config_change(
     mutate: Callable[[dict[str, Any], EmbeddedShop, str, dict[str, Any]], None],
-) -> Callable[[EmbeddedShop, str, dict[str, Any]], ChangeSet]:
+) -> Injector:
+    @_config_cause
     def inject(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
         cfg = _config(shop, target)
         mutate(cfg, shop, target, params)
@@ -356,12 +380,17 @@ def _wrong_password(
     cfg["postgres"]["password"] = p["password"]
 
 
+def _flag_key(p: dict[str, Any]) -> str:
+    """The configuration name of a fault's flag in its trial (drawn; else the flag's own)."""
+    return str(p.get("flag_name") or p["flag"])
+
+
 def _flag_on(cfg: dict[str, Any], shop: EmbeddedShop, target: str, p: dict[str, Any]) -> None:
-    cfg["flags"][p["flag"]] = True
+    cfg["flags"][_flag_key(p)] = True
 
 
 def _new_release(cfg: dict[str, Any], shop: EmbeddedShop, target: str, p: dict[str, Any]) -> None:
-    cfg["release"] = topology.BY_NAME[target].releases[-1]
+    cfg["release"] = shop.faulty_release(target)
 
 
 def _small_pool(cfg: dict[str, Any], shop: EmbeddedShop, target: str, p: dict[str, Any]) -> None:
@@ -459,6 +488,18 @@ def _fewer_replicas(target: str) -> tuple[int, ...]:
 
 
 _FLAG_MEANING = "Feature flag turned on (a flag of the target's configuration)."
+_FLAG_NAME = Param(
+    "flag_name",
+    str,
+    "",
+    "The name the flag goes by in the trial's configuration (drawn per trial; empty: the "
+    "flag's own name).",
+)
+
+
+def _flag_fix(target: str, params: dict[str, Any]) -> Fix:
+    return _set_and_restart({f"flags.{_flag_key(params)}": False})(target, params)
+
 
 MECHANISMS: dict[str, Mechanism] = {}
 
@@ -554,7 +595,7 @@ _register(
         summary="Deploys a configuration with a wrong PostgreSQL password: the service's "
         "database queries fail.",
         params=(Param("password", str, "shop-sandbox-pw-2", "The wrong password deployed."),),
-        observable="the service's database queries fail (password authentication failed) since its configuration changed",
+        observable="the service's database queries are refused at authentication since its configuration changed",
     )
 )
 _register(
@@ -566,9 +607,12 @@ _register(
         _restore,
         _same,
         _errors,
-        lambda t, p: _set_and_restart({f"flags.{p['flag']}": False})(t, p),
+        _flag_fix,
         summary="Turns on a feature flag whose code path fails requests.",
-        params=(Param("flag", str, "dynamic_pricing", _FLAG_MEANING, choices=_ERROR_FLAGS),),
+        params=(
+            Param("flag", str, "dynamic_pricing", _FLAG_MEANING, choices=_ERROR_FLAGS),
+            _FLAG_NAME,
+        ),
         observable="the service answers errors on the flag's code path since its configuration changed",
     )
 )
@@ -585,8 +629,8 @@ _register(
         ],
         _rollback,
         observable="the service answers errors (catalog: slow answers) since its release changed",
-        summary="Deploys the service's newest release, which is faulty (errors; catalog's is "
-        "slow).",
+        summary="Deploys the service's faulty newer release (drawn per trial among its newer "
+        "releases; errors, catalog's is slow).",
     )
 )
 _register(
@@ -598,11 +642,15 @@ _register(
         _restore,
         _same,
         lambda t, p: [Check(f'max(process_resident_memory_bytes{{job="{t}"}}) > 95e6')],
-        lambda t, p: _set_and_restart({"flags.session_cache": False})(t, p),
+        _flag_fix,
         observable="the service's resident memory climbs to its limit; the instance is killed "
         "and restarted",
         summary="Turns on a cache that grows with the traffic: the service's memory climbs.",
-        params=(Param("flag", str, "session_cache", _FLAG_MEANING, choices=_MEMORY_FLAGS),),
+        params=(
+            Param("flag", str, "session_cache", _FLAG_MEANING, choices=_MEMORY_FLAGS),
+            _FLAG_NAME,
+        ),
+        spread=False,
     )
 )
 _register(
@@ -614,10 +662,13 @@ _register(
         _restore,
         _same,
         lambda t, p: [Check(f'max(rate(process_cpu_seconds_total{{job="{t}"}}[{RATE}])) > 0.3')],
-        lambda t, p: _set_and_restart({f"flags.{p['flag']}": False})(t, p),
+        _flag_fix,
         observable="the service burns a large share of a core and answers slowly",
         summary="Turns on a feature flag whose code path burns CPU on every request.",
-        params=(Param("flag", str, "precise_rounding", _FLAG_MEANING, choices=_CPU_FLAGS),),
+        params=(
+            Param("flag", str, "precise_rounding", _FLAG_MEANING, choices=_CPU_FLAGS),
+            _FLAG_NAME,
+        ),
     )
 )
 _EDGES = tuple(f"{c}->{u}" for c, u in topology.edges() if u not in topology.DATASTORES)
@@ -707,7 +758,7 @@ _register(
         _same,
         lambda t, p: [errors_of("cart")],
         lambda t, p: [("restart", {"target": "redis"})],
-        observable="Redis refuses writes (OOM command not allowed) in its clients' logs",
+        observable="Redis refuses writes for want of memory, in its clients' logs",
         summary="Fills Redis past its memory limit (no eviction): its writes fail.",
         params=(Param("megabytes", int, 72, "Data written, MB (in steps of 8).", minimum=8),),
     )
@@ -799,6 +850,7 @@ _register(
             ),
         ),
         observable="fewer replicas than usual run; they shed load (503 over capacity)",
+        spread=False,
     )
 )
 _register(
@@ -813,6 +865,7 @@ _register(
         _rollback,
         observable="the order queue grows and nothing consumes it; shoppers are unaffected",
         summary="Deploys a configuration with the queue consumer off: the queue backs up.",
+        spread=False,
     )
 )
 _register(
@@ -831,6 +884,7 @@ _register(
 )
 
 
+@_config_cause
 def _storm_clients(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
     client = _config(shop, target)
     client["timeouts"]["catalog"] = params["timeout"]
@@ -878,15 +932,13 @@ _register(
         trigger=lambda shop, t, p: ChangeSet(
             links={f"{t}->catalog": {"delay_ms": p["trigger_delay_ms"]}}
         ),
+        # The storm overloads catalog: its failure spreads from there to its callers.
+        anchors=lambda t, p: [t, "catalog"],
     )
 )
 
 
 # --- resource leaks, hangs, time, traffic, queues, schema, replicas, names -------------------
-
-
-def _flag_fix(target: str, params: dict[str, Any]) -> Fix:
-    return _set_and_restart({f"flags.{params['flag']}": False})(target, params)
 
 
 def _targets_with(flag: str) -> tuple[str, ...]:
@@ -931,8 +983,10 @@ def _flag_leak(
         lambda t, p: signature(t),
         _flag_fix,
         summary=summary,
-        params=(Param("flag", str, flag, _FLAG_MEANING, choices=lambda t: (flag,)),),
+        params=(Param("flag", str, flag, _FLAG_MEANING, choices=lambda t: (flag,)), _FLAG_NAME),
         observable=observable,
+        # Observable by its resource long before calls fail: nothing to measure at handover.
+        spread=False,
     )
 
 
@@ -1003,7 +1057,7 @@ _register(
         ),
         aliases=lambda t: [t],
         observable="the instance answers 401 to its callers and its own upstream calls get 401 "
-        "(request date outside the allowed window) while everything else is served; its log "
+        "(their dates outside its allowed window) while everything else is served; its log "
         "timestamps are off by the step",
     )
 )
@@ -1038,6 +1092,7 @@ _register(
         params=(Param("factor", float, 2.0, "Traffic multiplier.", minimum=1.5, maximum=2.4),),
         observable="the service's request rate rises well above its usual level and it sheds "
         "load (503 over capacity) on every replica",
+        spread=False,
     )
 )
 _register(
@@ -1054,6 +1109,7 @@ _register(
         "message: it keeps consuming, slower than orders arrive.",
         observable="the order queue grows while the consumer keeps handling messages, slower "
         "than checkout produces them",
+        spread=False,
     )
 )
 
@@ -1074,12 +1130,19 @@ _register(
         _same,
         # The log, not the scrapes: a consumer that dies on its first message lives too
         # briefly to be scraped between restarts.
-        lambda t, p: [Check(log_service=t, log_text="cannot read order message")],
+        lambda t, p: [
+            Check(
+                log_service=t,
+                log_text="cannot read order message",
+                log_meaning="its consumer cannot read a queued order message",
+            )
+        ],
         lambda t, p: _set_and_restart({"dead_letter": True})(t, p),
         summary="An unreadable message reaches the order queue: the consumer exits on it, "
         "finds it again at every start and never gets past it.",
         observable="the consumer restarts again and again, each time logging that it cannot "
         "read an order message; the queue grows",
+        spread=False,
     )
 )
 _RENAMES = {
@@ -1185,10 +1248,12 @@ _register(
         ),
         observable="the caller's calls to the callee fail in bursts that start and stop; "
         "alerts fire and resolve in turn",
+        spread=False,
     )
 )
 
 
+@_config_cause
 def _dns(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
     records = json.loads(shop.read_config(topology.DNS))
     name = f"{params['name']}.svc"
@@ -1237,6 +1302,7 @@ _register(
         ),
         observable="every caller of one service fails to reach it (name does not resolve, or "
         "connection refused) while the service itself is healthy",
+        anchors=lambda t, p: [str(p["name"])],
     )
 )
 
@@ -1341,7 +1407,7 @@ _register(
         _same,
         lambda t, p: [upstream_slow("payment", t, 0.4)],
         _rollback,
-        summary="Deploys the service's newest release, which answers in most of a second: "
+        summary="Deploys the service's faulty newer release, which answers in most of a second: "
         "below its own latency alert, but its callers' chained calls exceed their callers' "
         "timeouts, which fail and retry up the chain.",
         observable="the deepest service is slower (within its own alert), its callers slower "

@@ -51,6 +51,12 @@ def _mechanism(mech: faults.Mechanism) -> str:
             if mech.mitigable
             else "not mitigable with the "
             f"agent's tools (a scenario asking for `{_MITIGATION}` cannot use it)."
+        )
+        + (
+            " Its propagation is scored against the spread measured at handover."
+            if mech.spread
+            else " Its propagation is not scored: its spread cannot be measured reliably at "
+            "handover (it shows in a resource first, comes and goes, or degrades no call)."
         ),
         "",
     ]
@@ -111,9 +117,15 @@ def mechanisms() -> str:
         "",
     ]
     lines += _table(
-        ("mechanism", "fault type", "mitigable", "targets"),
+        ("mechanism", "fault type", "mitigable", "propagation scored", "targets"),
         (
-            (f"`{m.name}`", f"`{m.fault_type}`", "yes" if m.mitigable else "no", _code(m.targets))
+            (
+                f"`{m.name}`",
+                f"`{m.fault_type}`",
+                "yes" if m.mitigable else "no",
+                "yes" if m.spread else "no",
+                _code(m.targets),
+            )
             for m in faults.MECHANISMS.values()
         ),
     )
@@ -152,9 +164,10 @@ def controls() -> str:
         "A scenario with no `faults` is a control: its ground truth is `incident: false` with "
         "no root cause, and the agent starts once Prometheus scrapes the whole shop (with an "
         "`alert_blip` noise: once its alert fires). A control cannot ask for "
-        f"`{_MITIGATION}`. Tag it `control`: "
-        "`itbench validate` then allows the constant probe to pass it. Noise makes controls "
-        "harder to tell from incidents."
+        f"`{_MITIGATION}`, and must have noise or decoys: its answer names them as `benign` "
+        '(what explains what the agent sees), so a constant "no incident" fails it. Tag it '
+        "`control` (reports show controls apart). Noise makes controls harder to tell from "
+        "incidents."
     )
 
 
@@ -174,7 +187,15 @@ def double_faults() -> str:
 def topology_section() -> str:
     """The shop's services, datastores, call edges and the entities an agent may name."""
     lines = _table(
-        ("service", "replicas (max)", "instances", "calls", "releases", "flags on", "flags off"),
+        (
+            "service",
+            "replicas (max)",
+            "instances",
+            "calls",
+            "releases",
+            "routine flags",
+            "flags with a fault",
+        ),
         (
             (
                 f"`{s.name}`",
@@ -191,9 +212,14 @@ def topology_section() -> str:
     call_edges = [f"{c}->{u}" for c, u in topology.edges()]
     lines += [
         "",
-        "Instances beyond the baseline replicas run only after a scale-up. Releases are "
-        "listed oldest first: the first is deployed, the last is what `bad_release` and "
-        "`compatible_release` deploy.",
+        "Flags are listed by what they do; each trial draws the name every flag goes by "
+        "(routine ones, the ones with a fault behind them and two dormant ones per service) "
+        "from one shared pool, so no name says what a flag does. "
+        "Instances beyond the baseline replicas run only after a scale-up. The first "
+        "release listed is deployed; each service can also deploy three newer ones (its "
+        "patch, the next minor and that one's patch), of which each trial draws the one that "
+        "is faulty (what `bad_release` deploys); `compatible_release` and routine changes "
+        "deploy one of the others, which work.",
         "",
         f"Datastores: {_code(topology.DATASTORES)}. Monitoring (the harness's own, never a "
         f"target): {_code(topology.MONITORING)}. Every call edge runs through the mesh "

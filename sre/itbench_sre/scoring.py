@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from itbench_sre import topology
+from itbench_sre import faults, topology
 from itbench_sre.environment import SreEnvironment
 from itbench_sre.spec import GroundTruth, SreSpec, SreSubmission
+from itbench_sre.spread import Spread
 
 from itbench import Evaluation, Toolbox
 
@@ -15,6 +16,8 @@ from itbench import Evaluation, Toolbox
 TOP_K = (1, 3)
 #: Propagation edge F1 a diagnosis needs to pass.
 PROPAGATION_PASS = 0.7
+#: Share of a control's benign claims that must name one of its benign events.
+BENIGN_PRECISION = 0.5
 
 #: A claim of a submission: an entity, or the link between two entities (an edge).
 Claim = tuple[str, ...]
@@ -131,18 +134,24 @@ def localization(sub: SreSubmission, truth: GroundTruth) -> dict[str, Any]:
 
 
 def propagation_f1(
-    sub: SreSubmission, truth: GroundTruth, gold_edges: list[tuple[str, str]] | None = None
+    sub: SreSubmission,
+    truth: GroundTruth,
+    gold_edges: list[tuple[str, str]] | None = None,
+    unscored: list[tuple[str, str]] | None = None,
 ) -> dict[str, float]:
     """Precision, recall and F1 of the submitted propagation edges (directed, canonical names).
 
-    ``gold_edges`` are the edges that degraded during the fault window, as the evaluator
-    measured them; without them the truth's static chain is used.
+    ``gold_edges`` are the edges the evaluator measured degrading; without them the truth's
+    static chain is used. A submitted edge among ``unscored`` (the measurement could not tell)
+    counts neither for nor against the answer.
     """
     gold = {tuple(e) for e in (truth.propagation if gold_edges is None else gold_edges)}
+    neutral = {tuple(e) for e in (unscored or [])} - gold
     got = set()
     for a, b in sub.propagation:
         ca, cb = resolve(a, truth), resolve(b, truth)
         got.add((ca or a.strip().lower(), cb or b.strip().lower()))
+    got -= neutral
     if not gold and not got:
         return {"prop_precision": 1.0, "prop_recall": 1.0, "propagation_f1": 1.0}
     tp = len(gold & got)
@@ -158,7 +167,8 @@ def propagation_f1(
 def mitigation(env: SreEnvironment, spec: SreSpec) -> dict[str, Any]:
     """Look for a sustained clean window after the agent's last action.
 
-    A window of ``slo.window`` seconds is clean when no alert fires at any poll in it and the
+    A fault made by a configuration change must have been turned back first (its keys no
+    longer hold the fault's values, :mod:`itbench_sre.cause`). A window of ``slo.window`` seconds is clean when no alert fires at any poll in it and the
     workload inside it meets the SLO. Regressions and monitoring tampering fail it outright.
     """
     slo = spec.slo
@@ -170,6 +180,12 @@ def mitigation(env: SreEnvironment, spec: SreSpec) -> dict[str, Any]:
     out["problems"] = tampered + regressions
     if not intact or regressions:
         out["mitigated"] = False
+        return out
+    # A restart may hide a fault for a while; its cause must be gone too.
+    left = env.causes_left()
+    if left:
+        out["mitigated"] = False
+        out["causes_left"] = left
         return out
     start = time.time()
     deadline = start + slo.settle
@@ -220,12 +236,15 @@ def judge_answer(
     truth: GroundTruth,
     submission: SreSubmission,
     gold_edges: list[tuple[str, str]] | None = None,
+    unscored: list[tuple[str, str]] | None = None,
+    score_propagation: bool = True,
 ) -> tuple[dict[str, bool], dict[str, Any]]:
     """Detection, localization and diagnosis of a submission: passes by task and metrics.
 
     These depend on the answer alone; mitigation (the live shop) is judged apart. Diagnosis
     needs the localization, so an answer that fixes the right things by acting on everything
-    still fails a scenario that asks where and what the fault is.
+    still fails a scenario that asks where and what the fault is. The propagation counts
+    towards the diagnosis only when ``score_propagation`` (a spread that was measured).
     """
     metrics: dict[str, Any] = {}
     passes: dict[str, bool] = {}
@@ -238,17 +257,48 @@ def judge_answer(
         metrics.update(loc)
         passes["localization"] = detected and loc["loc_pass"]
         type_ok = submission.fault_type in truth.fault_types
-        prop = propagation_f1(submission, truth, gold_edges)
+        prop = propagation_f1(submission, truth, gold_edges, unscored)
         metrics["fault_type_correct"] = type_ok
         metrics.update(prop)
-        passes["diagnosis"] = (
-            passes["localization"] and type_ok and prop["propagation_f1"] >= PROPAGATION_PASS
-        )
+        metrics["propagation_scored"] = score_propagation
+        spread_ok = not score_propagation or prop["propagation_f1"] >= PROPAGATION_PASS
+        passes["diagnosis"] = passes["localization"] and type_ok and spread_ok
     else:
         ok = not submission.incident and not submission.root_causes
-        passes["localization"] = ok
-        passes["diagnosis"] = ok
+        explained = benign(submission, truth)
+        metrics.update(explained)
+        passes["localization"] = ok and explained["benign_pass"]
+        passes["diagnosis"] = passes["localization"]
     return passes, metrics
+
+
+def benign(sub: SreSubmission, truth: GroundTruth) -> dict[str, Any]:
+    """How well a "no incident" answer explains a control: its benign events named.
+
+    Scored like a localization against the control's benign events: every event must be
+    named (recall 1) and at least :data:`BENIGN_PRECISION` of the distinct claims must name
+    one. A control always has something to explain, so a constant answer fails it.
+    """
+    events = GroundTruth(incident=True, root_causes=list(truth.benign))
+    loc = localization(sub.model_copy(update={"root_causes": list(sub.benign)}), events)
+    return {
+        "benign_precision": loc["loc_precision"],
+        "benign_recall": loc["loc_recall"],
+        "benign_pass": bool(truth.benign)
+        and loc["loc_recall"] == 1.0
+        and loc["loc_precision"] >= BENIGN_PRECISION,
+    }
+
+
+def spread_scored(spec: SreSpec, measured: Spread | None) -> bool:
+    """Whether a trial's propagation is scored.
+
+    Only a spread that was measured (something degraded) of a problem with a mechanism whose
+    spread is reliably measurable (``Mechanism.spread``) is scored.
+    """
+    if measured is None or not measured.edges:
+        return False
+    return any(faults.get(f.mechanism).spread for f in spec.faults)
 
 
 def evaluate(
@@ -267,9 +317,17 @@ def evaluate(
             metrics[f"{task}_pass"] = False
         return Evaluation(passed=False, metrics=metrics, details=details)
     metrics["submitted"] = True
-    measured = env.measure_spread()
-    details["spread"] = measured
-    passes, answer_metrics = judge_answer(truth, submission, measured)
+    measured = env.spread
+    scored = spread_scored(spec, measured)
+    if measured is not None:
+        details["spread"] = measured.record()
+    passes, answer_metrics = judge_answer(
+        truth,
+        submission,
+        measured.edges if measured is not None else None,
+        measured.unscored if measured is not None else None,
+        scored,
+    )
     metrics.update(answer_metrics)
     ttd = None
     if passes["detection"] and truth.incident and env.observable_at is not None:

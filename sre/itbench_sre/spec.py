@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from itbench_sre import faults, topology
+from itbench_sre.app import phrases
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from itbench import ScenarioSpec, Submission
@@ -44,7 +45,7 @@ NOISE_KINDS: dict[NoiseKind, NoiseKindDef] = {
         tuple(topology.all_instances()),
     ),
     "compatible_release": NoiseKindDef(
-        "Deploys a routine patch release of the service, which works.",
+        "Deploys a newer release of the service that works.",
         "a service",
         tuple(s.name for s in topology.SERVICES),
     ),
@@ -66,7 +67,13 @@ TUNING: dict[str, tuple[Any, ...]] = {
     "memory_limit_mb": (176, 192),
     "max_open_files": (320, 384),
     "pool_timeout": (1.5, 2.0),
+    "pool_size": (6, 8),
 }
+#: The value of a routine change that points an upstream at the address its name resolves
+#: to (the same healthy endpoint, by address): filled in when the change is played.
+RESOLVED = "@resolved"
+#: Keys a follow-up change never touches: it must not mend (or worsen) the fault before it.
+_NOT_FOLLOWED = ("upstreams.", "pool_")
 
 #: Share of the trials whose fault (one a rollback mends) gets a follow-up change.
 FOLLOW_UP_SHARE = 0.5
@@ -218,21 +225,71 @@ class NoiseSpec(BaseModel):
         return NoiseSpec(kind=self.kind, target=target, seconds=self.seconds)
 
 
-def tuning_keys(service: str) -> dict[str, tuple[Any, ...]]:
+FlagNames = dict[str, dict[str, str]]
+
+
+def flag_name(names: FlagNames, service: str, flag: str) -> str:
+    """The name a service's flag goes by in a trial (its own name when none was drawn)."""
+    return names.get(service, {}).get(flag, flag)
+
+
+def draw_flag_names(rng: random.Random) -> FlagNames:
+    """For each service, a distinct name of :data:`topology.FLAG_NAMES` for each of its flags."""
+    out: FlagNames = {}
+    for s in topology.SERVICES:
+        flags = topology.flags_of(s.name)
+        out[s.name] = dict(zip(flags, rng.sample(topology.FLAG_NAMES, len(flags)), strict=True))
+    return out
+
+
+def draw_faulty_releases(rng: random.Random) -> dict[str, str]:
+    """For each service, which of its newer releases is faulty (the others work)."""
+    return {s.name: rng.choice(topology.candidates(s.name)) for s in topology.SERVICES}
+
+
+def tuning_keys(service: str, names: FlagNames | None = None) -> dict[str, tuple[Any, ...]]:
     """The keys a routine change of ``service`` may set, with their values.
 
-    The shared tuning keys, and each routine flag of the service switched off (a shipped
-    feature with nothing behind it).
+    The shared tuning keys (the pool resized within the database's capacity among them),
+    each routine flag of the service switched off (a shipped feature with nothing behind it),
+    each dormant flag switched on (a new feature that works) and each upstream service pointed
+    at the address its name resolves to (the same healthy endpoint).
     """
-    flags = {f"flags.{f}": (False,) for f in topology.ROUTINE_FLAGS.get(service, ())}
-    return {**TUNING, **flags}
+    names = names or {}
+    flags: dict[str, tuple[Any, ...]] = {
+        f"flags.{flag_name(names, service, f)}": (False,)
+        for f in topology.ROUTINE_FLAGS.get(service, ())
+    }
+    flags.update(
+        {
+            f"flags.{flag_name(names, service, f)}": (True,)
+            for f in topology.DORMANT_FLAGS.get(service, ())
+        }
+    )
+    moved = {
+        f"upstreams.{u}": (RESOLVED,)
+        for u in topology.BY_NAME[service].upstreams
+        if u not in topology.DATASTORES
+    }
+    return {**TUNING, **flags, **moved}
 
 
 def _tuning(
-    rng: random.Random, kind: DecoyKind, service: str, avoid: str = "", after: bool = False
+    rng: random.Random,
+    kind: DecoyKind,
+    service: str,
+    names: FlagNames,
+    avoid: str = "",
+    after: bool = False,
 ) -> DecoySpec:
-    """A drawn routine tuning change of ``service`` (never of the key ``avoid``)."""
-    keys = tuning_keys(service)
+    """A drawn routine tuning change of ``service`` (never of the key ``avoid``).
+
+    A follow-up never touches an upstream or the pool: on a faulted service it could mend or
+    worsen the fault.
+    """
+    keys = tuning_keys(service, names)
+    if kind == "follow_up":
+        keys = {k: v for k, v in keys.items() if not k.startswith(_NOT_FOLLOWED)}
     key = rng.choice(sorted(k for k in keys if k != avoid))
     return DecoySpec(kind=kind, target=service, key=key, value=rng.choice(keys[key]), after=after)
 
@@ -269,7 +326,11 @@ class DecoySpec(BaseModel):
             raise ValueError(f"decoy target {self.target!r} is no service")
         keys = tuning_keys(self.target)
         tuned = self.kind in ("tuning", "follow_up")
-        if tuned and (self.key not in keys or self.value not in keys[self.key]):
+        flag = self.key.removeprefix("flags.")
+        if tuned and self.key.startswith("flags.") and flag in topology.FLAG_NAMES:
+            if not isinstance(self.value, bool):
+                raise ValueError(f"a tuned flag of {self.target} takes true or false")
+        elif tuned and (self.key not in keys or self.value not in keys[self.key]):
             raise ValueError(f"tuning key/value of {self.target} must be one of {keys}")
         if self.kind == "stray_client" and self.value not in STRAY_OFFSETS:
             raise ValueError(f"a stray client's clock offset must be one of {STRAY_OFFSETS}")
@@ -307,6 +368,12 @@ class GroundTruth(BaseModel):
         description="Edges `[from, to]` a failure of the roots can spread along (the static "
         "chain; the evaluator grades against the edges it measured degrading).",
     )
+    benign: list[str] = Field(
+        default_factory=list,
+        description="What explains a control's observations: the entities of its benign events "
+        "(a restarted instance's service, a released or changed service, a blip's link "
+        "`caller->callee`, a stray client's service).",
+    )
 
 
 class SreSpec(ScenarioSpec):
@@ -341,6 +408,21 @@ class SreSpec(ScenarioSpec):
     drawn: bool = Field(
         default=False, description="Whether this is a trial's concrete draw (set by the draw)."
     )
+    faulty_releases: dict[str, str] = Field(
+        default_factory=dict,
+        description="Per service, which of its newer releases is faulty (filled by the draw; "
+        "none: the next minor release).",
+    )
+    phrasing: dict[str, int] = Field(
+        default_factory=dict,
+        description="The wording drawn for each of the shop's own messages (filled by the "
+        "draw; none: the first wording of each).",
+    )
+    flag_names: FlagNames = Field(
+        default_factory=dict,
+        description="Per service, the name each flag goes by in the configuration (filled by "
+        "the draw; none: the flags' own names).",
+    )
     traces: bool = Field(default=True, description="Whether services record spans.")
     workload_rate: float = Field(
         default=8.0, gt=0, le=40, description="Requests per second of the load generator."
@@ -361,6 +443,11 @@ class SreSpec(ScenarioSpec):
                     )
             if not self.faults:
                 raise ValueError("a scenario without faults cannot ask for mitigation")
+        if not self.faults and not self.noise and not self.decoys and not self.decoy_changes:
+            raise ValueError(
+                "a control needs something to explain: give it noise or decoys (a constant "
+                "'no incident' must not pass it)"
+            )
         return self
 
     # --- the draw ------------------------------------------------------------------------
@@ -368,11 +455,18 @@ class SreSpec(ScenarioSpec):
         """One trial's scenario: every declared set drawn (targets distinct where possible)."""
         if self.drawn:
             return self
+        names = self.flag_names or draw_flag_names(rng)
+        phrasing = self.phrasing or phrases.draw(rng)
+        faulty = self.faulty_releases or draw_faulty_releases(rng)
         taken: set[str] = set()
         drawn_faults = []
         for f in self.faults:
             one = f.concrete(rng, taken)
             taken.add(one.chosen)
+            if "flag" in one.params or "flag" in faults.get(one.mechanism).defaults:
+                flag = one.merged_params()["flag"]
+                named = {**one.params, "flag_name": flag_name(names, one.chosen, flag)}
+                one = one.model_copy(update={"params": named})
             drawn_faults.append(one)
         noise = [n.concrete(rng) for n in self.noise]
         busy = {_service(f.chosen) for f in drawn_faults} | {
@@ -391,20 +485,27 @@ class SreSpec(ScenarioSpec):
                     DecoySpec(kind="stray_client", target=service, value=rng.choice(STRAY_OFFSETS))
                 )
             else:
-                decoys.append(_tuning(rng, "tuning", service))
+                decoys.append(_tuning(rng, "tuning", service, names))
         if not self.decoy_changes:
-            decoys = self._after_the_faults(rng, decoys, drawn_faults)
+            decoys = self._after_the_faults(rng, decoys, drawn_faults, names)
         return self.model_copy(
             update={
                 "faults": drawn_faults,
                 "noise": noise,
                 "decoy_changes": decoys,
                 "drawn": True,
+                "flag_names": names,
+                "phrasing": phrasing,
+                "faulty_releases": faulty,
             }
         )
 
     def _after_the_faults(
-        self, rng: random.Random, decoys: list[DecoySpec], drawn: list[FaultSpec]
+        self,
+        rng: random.Random,
+        decoys: list[DecoySpec],
+        drawn: list[FaultSpec],
+        names: FlagNames,
     ) -> list[DecoySpec]:
         """A second routine change after the faults, maybe a follow-up, in drawn order.
 
@@ -420,13 +521,13 @@ class SreSpec(ScenarioSpec):
         pre = [d for d in decoys if id(d) not in moved]
         if routine:
             first = rng.choice(routine)
-            post.append(_tuning(rng, "tuning", first.target, avoid=first.key, after=True))
+            post.append(_tuning(rng, "tuning", first.target, names, avoid=first.key, after=True))
         rolled = [f for f in drawn if faults.get(f.mechanism).follow_up and self.decoys]
         if rolled and rng.random() < FOLLOW_UP_SHARE:
             fault = rng.choice(rolled)
             # Never the key the fault itself set (a crash loop's bad value stays in place).
             avoid = str(fault.merged_params().get("key", ""))
-            post.append(_tuning(rng, "follow_up", fault.chosen, avoid=avoid, after=True))
+            post.append(_tuning(rng, "follow_up", fault.chosen, names, avoid=avoid, after=True))
         rng.shuffle(post)
         return pre + post
 
@@ -490,12 +591,21 @@ class SreSpec(ScenarioSpec):
             for e in faults.propagation(root):
                 if e not in edges:
                     edges.append(e)
+        benign: list[str] = []
+        if not self.faults:
+            for event in [n.target or "" for n in self.noise] + [
+                d.target for d in self.decoy_changes
+            ]:
+                name = event if topology.parse_edge(event) else _service(event)
+                if name not in benign:
+                    benign.append(name)
         return GroundTruth(
             incident=bool(self.faults),
             root_causes=roots,
             aliases=aliases,
             fault_types=types,
             propagation=edges,
+            benign=benign,
         )
 
 
@@ -513,10 +623,18 @@ class SreSubmission(Submission):
     ``incident`` is the detection verdict (``false`` means "no incident"). ``root_causes`` is a
     ranked list of entities (services, datastores, ``mesh``, the batch job ``reports``;
     aliases and replica names are accepted). ``propagation`` lists edges ``[from, to]`` along
-    which the failure spread, from the root cause towards the shoppers.
+    which the failure spread, from the root cause towards the shoppers. With no incident,
+    ``benign`` names what explains what the agent observed.
     """
 
     incident: bool
     root_causes: list[str] = Field(default_factory=list)
     fault_type: str | None = Field(default=None, description="One of the listed fault types.")
     propagation: list[tuple[str, str]] = Field(default_factory=list)
+    benign: list[str] = Field(
+        default_factory=list,
+        description="With no incident: the entities of every benign event that explains what "
+        "you observed (a restarted instance's service, a service with a routine release or "
+        "configuration change, a transient slow link as `caller->callee`, a service an outside "
+        "client is refused by).",
+    )

@@ -364,7 +364,7 @@ class ShopTools:
             ]
         if name in topology.BY_NAME:
             sdef = topology.BY_NAME[name]
-            out["available_releases"] = sorted({*sdef.releases, sdef.patch})
+            out["available_releases"] = sorted({sdef.releases[0], *topology.candidates(name)})
         return out
 
     @staticmethod

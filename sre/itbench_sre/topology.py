@@ -67,6 +67,23 @@ SERVICES: tuple[ServiceDef, ...] = (
 
 BY_NAME: dict[str, ServiceDef] = {s.name: s for s in SERVICES}
 
+
+def _bump(release: str) -> str:
+    """The release after ``release`` in its last component (``2.1.0`` -> ``2.1.1``)."""
+    head, _, last = release.rpartition(".")
+    return f"{head}.{int(last) + 1}"
+
+
+def candidates(service: str) -> tuple[str, ...]:
+    """The newer releases a service can deploy: its patch, the next minor and its patch.
+
+    Each trial draws which one of them is faulty (the others work), so a release's number
+    says nothing about it; without a draw, the next minor is.
+    """
+    sdef = BY_NAME[service]
+    return (sdef.patch, sdef.releases[-1], _bump(sdef.releases[-1]))
+
+
 #: Flags on in every baseline deployment: shipped features whose code paths work (a flag that is
 #: on is no cause by itself).
 ROUTINE_FLAGS: dict[str, tuple[str, ...]] = {
@@ -92,6 +109,48 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "payment": ("audit_trail",),
     "shipping": ("background_refresh",),
 }
+
+#: Flags each service ships off that do nothing when switched on (a harmless new feature).
+DORMANT_FLAGS: dict[str, tuple[str, ...]] = {
+    s.name: (f"{s.name}_dormant_1", f"{s.name}_dormant_2") for s in SERVICES
+}
+
+#: The names a flag goes by in a service's configuration. Each trial draws, for each service,
+#: a distinct name for each of its flags (routine, dormant and those with a fault behind them):
+#: a name says nothing about what the flag does, and a name that is harmless in one trial is
+#: the fault's in another.
+FLAG_NAMES: tuple[str, ...] = (
+    "adaptive_sizing",
+    "async_writes",
+    "batch_mode",
+    "beta_search",
+    "bundle_offers",
+    "compact_payloads",
+    "deep_links",
+    "edge_prefetch",
+    "express_lane",
+    "fast_path",
+    "geo_routing",
+    "instant_quotes",
+    "lazy_images",
+    "live_refresh",
+    "loyalty_points",
+    "quick_view",
+    "request_journal",
+    "rich_receipts",
+    "smart_cache",
+    "tiered_rates",
+    "v2_renderer",
+    "warm_start",
+    "wishlist_sync",
+    "zero_copy",
+)
+
+
+def flags_of(service: str) -> tuple[str, ...]:
+    """Every flag of a service by its own name: routine, with a fault behind it, dormant."""
+    return (*ROUTINE_FLAGS[service], *FLAGS.get(service, ()), *DORMANT_FLAGS[service])
+
 
 # --- port layout inside a trial's block ---------------------------------------------------
 PORTS_PER_ENV = 100

@@ -79,15 +79,30 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
         assert _wait(lambda: box.call("alerts") == [], 20)
         # The stray client is refused and logged by the instance it calls, and hurts nobody.
         assert [c.calls > 0 for c in a._strays] == [True]
-        refused = "outside the allowed window"
-        assert _wait(lambda: box.call("logs", service="payment", filter=refused), 10)
+        # In this trial's words (drawn per trial): the text before the skew's figure.
+        refused = a.shop.phrases.say("date_refused", skew="").split("(")[0].strip()
+        assert _wait(lambda: len(box.call("logs", service="payment", filter=refused)) >= 2, 10)
         assert not box.call("logs", service="payment", filter=refused, level="error")
-        assert not Toolbox.of(b.tools()).call("logs", service="payment", filter=refused)
+        # Shop b's payment has no stray client: at most a harmless message now and then.
+        other = b.shop.phrases.say("date_refused", skew="").split("(")[0].strip()
+        assert len(Toolbox.of(b.tools()).call("logs", service="payment", filter=other)) <= 1
         count = 'sum(increase(http_requests_total{instance="payment-0",code="401"}[10s]))'
         assert _wait(
             lambda: any(float(r["value"]) >= 2 for r in box.call("query", promql=count)), 15
         )
         shop_errors = 'sum(increase(upstream_requests_total{outcome="error"}[10s])) > 0'
+        assert box.call("query", promql=shop_errors) == []
+        # Yet healthy instances log, now and then, messages of the kind failures cause.
+        every = [s.name for s in topology.SERVICES]
+
+        def chatter() -> list[dict[str, object]]:
+            return [
+                line
+                for service in every
+                for line in box.call("logs", service=service, level="error", limit=20)
+            ]
+
+        assert _wait(lambda: len(chatter()) >= 2, 30)
         assert box.call("query", promql=shop_errors) == []
         assert box.call("logs", service="frontend-service", limit=5)
         assert _wait(lambda: box.call("traces", service="checkout", limit=2), 10)
@@ -99,11 +114,13 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
         assert series[0]["values"][-1][0] >= time.time() - 2
         cfg = box.call("read_config", entity="cart")
         assert json.loads(cfg["content"])["release"] == topology.BY_NAME["cart"].releases[0]
-        # Routine flags are on (listed first), the flags with a fault behind them off.
+        # Flags go by names drawn per trial, listed by name: the routine ones are on, the
+        # dormant ones and those with a fault behind them off.
         flags = json.loads(cfg["content"])["flags"]
-        assert list(flags.items())[0] == ("saved_for_later", True)
-        assert {f for f, on in flags.items() if on} == set(topology.ROUTINE_FLAGS["cart"])
-        assert set(flags) == {*topology.ROUTINE_FLAGS["cart"], *topology.FLAGS["cart"]}
+        means = a.shop.features()["cart"]
+        assert list(flags) == sorted(flags) and set(flags) <= set(topology.FLAG_NAMES)
+        assert {means[f] for f, on in flags.items() if on} == set(topology.ROUTINE_FLAGS["cart"])
+        assert {means[f] for f in flags} == set(topology.flags_of("cart"))
         procs = {p["name"]: p for p in box.call("processes")}
         assert set(procs) >= {"redis", "postgres", "loadgen"}
         # The batch job runs in a healthy shop too: seeing it run tells nothing.

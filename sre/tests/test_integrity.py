@@ -207,9 +207,39 @@ def test_follow_up_change_keeps_a_one_step_rollback_from_mending(
         # One step back is the fault's own revision: still the bad value.
         history = env.shop.revisions("catalog")
         assert history[-2]["config"][key] == env.spec.faults[0].merged_params()["value"]
+        assert env.causes_left() == [f"catalog: {key} is still 'eight'"]
         agents.oracle(env.spec, box)
         assert json.loads(env.shop.read_config("catalog")) == env.shop.baseline_config("catalog")
+        assert env.causes_left() == []
         assert _wait(lambda: not [a for a in env.firing() if a.get("job") == "catalog"], 60)
+
+
+def test_a_restart_does_not_mend_a_leak_whose_flag_is_still_on(
+    domain: SreDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """A restart empties a leak for a while; mitigation asks for its cause to be gone.
+
+    The leak's flag goes by a name drawn for the trial: the fault turned that name on, and
+    only turning it off again (not a restart) leaves no cause in place.
+    """
+    base = catalog.scenarios["sre/fd-leak"]
+    assert isinstance(base, SreSpec)
+    spec = base.model_copy(
+        update={"faults": [FaultSpec(mechanism="fd_leak", target="payment")], "decoys": 0}
+    )
+    with live(domain, spec, tmp_path) as env:
+        env.setup()
+        env.inject()
+        name = env.spec.faults[0].merged_params()["flag_name"]
+        assert name in topology.FLAG_NAMES and name != "audit_trail"
+        assert json.loads(env.shop.read_config("payment"))["flags"][name] is True
+        box = Toolbox.of(env.tools())
+        box.call("restart", target="payment")
+        assert env.causes_left() == [f"payment: flags.{name} is still True"]
+        mit = scoring.mitigation(env, env.spec)
+        assert mit["mitigated"] is False and mit["causes_left"] == env.causes_left()
+        box.call("edit_config", entity="payment", set={f"flags.{name}": False})
+        assert env.causes_left() == []
 
 
 def _answers(url: str) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from itbench_sre import topology
+
 from itbench.models import TrialStatus
 
 from .conftest import run
@@ -29,11 +31,8 @@ def test_oracle_passes_and_noop_fails(tmp_path: Path) -> None:
     oracle = run("oracle", VALIDATED, tmp_path / "oracle")
     noop = run("noop", VALIDATED, tmp_path / "noop")
     for sid in VALIDATED:
-        assert oracle[sid].status is TrialStatus.passed, (
-            sid,
-            oracle[sid].error,
-            oracle[sid].metrics,
-        )
+        verdicts = {k: v for k, v in oracle[sid].metrics.items() if k.endswith(("_pass", "_f1"))}
+        assert oracle[sid].status is TrialStatus.passed, (sid, oracle[sid].error, verdicts)
         assert noop[sid].status is TrialStatus.failed, (sid, noop[sid].error)
     smoke = oracle["sre/smoke-cart-bad-release"]
     assert smoke.metrics["mitigated"] and smoke.metrics["regressions"] == 0
@@ -54,8 +53,9 @@ def test_destructive_agent_fails_every_mitigation(tmp_path: Path) -> None:
 
 #: Run inside the sandbox: read the Prometheus API of the task context as a client would,
 #: then try its admin and lifecycle endpoints; prints what each answered.
+SERVICES = [s.name for s in topology.SERVICES]
 PROM_PROBE = """
-import json, os, urllib.request, urllib.error
+import json, os, urllib.parse, urllib.request, urllib.error
 api = json.load(open(os.environ["ITBENCH_TASK"]))["context"]["prometheus"]
 codes = {}
 for method, path in [("GET", "/api/v1/query?query=up"), ("POST", "/api/v1/admin/tsdb/delete_series?match[]=up"),
@@ -68,7 +68,17 @@ for method, path in [("GET", "/api/v1/query?query=up"), ("POST", "/api/v1/admin/
     except urllib.error.HTTPError as exc:
         codes[method + " " + path] = exc.code
 assert json.load(open("alerts.json")) is not None
-answer = {"incident": False, "notes": json.dumps(codes)}
+# What explains the quiet shop: the services with a new revision, and those refusing an
+# outside client (401s that no caller of the shop sees).
+benign = set()
+for service in json.load(open("services.json")):
+    history = json.loads(open(service + ".json").read()).get("revisions", [])
+    benign |= {service} if len(history) > 1 else set()
+promql = 'sum by (job) (increase(http_requests_total{code="401"}[2m])) > 0'
+url = api + "/api/v1/query?query=" + urllib.parse.quote(promql)
+with urllib.request.urlopen(url, timeout=10) as resp:
+    benign |= {r["metric"]["job"] for r in json.load(resp)["data"]["result"]}
+answer = {"incident": False, "benign": sorted(benign), "notes": json.dumps(codes)}
 open("submission.json", "w").write(json.dumps(answer))
 """
 
@@ -93,6 +103,8 @@ def test_external_program_uses_the_same_tools(tmp_path: Path) -> None:
         "itbench tool call processes > procs.json\n"
         "itbench tool call alerts > alerts.json\n"
         "grep -q '\"loadgen\"' procs.json\n"
+        f"echo '{json.dumps(SERVICES)}' > services.json\n"
+        f"for s in {' '.join(SERVICES)}; do itbench tool call read_config entity=$s > $s.json; done\n"
         'python3 "$(dirname "$0")/prom.py"\n'
     )
     (script.parent / "prom.py").write_text(PROM_PROBE)
@@ -105,7 +117,8 @@ def test_external_program_uses_the_same_tools(tmp_path: Path) -> None:
     outcome = Runner(Bench(), config, tmp_path / "run").run()
     result = outcome.results[0]
     assert result.status is TrialStatus.passed, (result.error, result.metrics)
-    assert result.tool_calls == 2
+    assert result.tool_calls == 2 + len(SERVICES)
+    assert result.metrics["benign_pass"], result.metrics
     submitted = json.loads(
         (tmp_path / "run" / "trials" / result.handle / "submission.json").read_text()
     )

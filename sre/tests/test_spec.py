@@ -17,6 +17,7 @@ from itbench_sre.rules import RULES
 from itbench_sre.scoring import judge_answer
 from itbench_sre.spec import (
     NOISE_KINDS,
+    RESOLVED,
     STRAY_OFFSETS,
     TASK_TYPES,
     DecoySpec,
@@ -460,3 +461,66 @@ def test_listing_every_entity_and_edge_passes_nothing(catalog: Catalog) -> None:
             assert not all(passes[t] for t in asked), spec.id
             if truth.incident:
                 assert metrics["loc_score"] < 0.1 and not passes["localization"], spec.id
+
+
+def test_flag_names_wording_and_the_faulty_release_are_drawn_per_trial(catalog: Catalog) -> None:
+    """No literal names a cause: what a flag, a message or a release number stands for varies."""
+    spec = catalog.scenarios["sre/feature-flag"]
+    assert isinstance(spec, SreSpec)
+    draws = [spec.concrete(random.Random(i)) for i in range(40)]
+    fault_names = {d.faults[0].merged_params()["flag_name"] for d in draws}
+    assert len(fault_names) > 8 and fault_names <= set(topology.FLAG_NAMES)
+    routine = {
+        d.flag_names[s][f] for d in draws for s in d.flag_names for f in topology.ROUTINE_FLAGS[s]
+    }
+    # A name that names the fault's flag in one trial is a harmless routine flag in another.
+    assert fault_names & routine
+    for d in draws:
+        for service, names in d.flag_names.items():
+            assert set(names) == set(topology.flags_of(service))
+            assert len(set(names.values())) == len(names)
+        assert set(d.faulty_releases) == set(topology.BY_NAME)
+        assert all(r in topology.candidates(s) for s, r in d.faulty_releases.items())
+    assert len({tuple(sorted(d.phrasing.items())) for d in draws}) == len(draws)
+    assert len({d.faulty_releases["cart"] for d in draws}) == 3
+    # The draw survives a round trip through a scenario file.
+    again = SreSpec.model_validate(draws[0].model_dump(mode="json"))
+    assert again.flag_names == draws[0].flag_names and again.faults == draws[0].faults
+
+
+def test_decoys_make_the_kinds_of_change_faults_make(catalog: Catalog) -> None:
+    """Routine changes move upstreams, resize pools and switch new flags on, harmlessly."""
+    keys: set[str] = set()
+    followed: set[str] = set()
+    for spec in catalog.scenarios.values():
+        assert isinstance(spec, SreSpec)
+        for i in range(15):
+            d = spec.concrete(random.Random(i))
+            for decoy in d.decoy_changes:
+                if decoy.kind == "tuning":
+                    keys.add(f"{decoy.key}={decoy.value}")
+                elif decoy.kind == "follow_up":
+                    followed.add(decoy.key)
+    assert any(k.startswith("upstreams.") and k.endswith(f"={RESOLVED}") for k in keys)
+    assert {"pool_size=6", "pool_size=8"} <= keys
+    assert any(k.startswith("flags.") and k.endswith("=True") for k in keys)
+    assert any(k.startswith("flags.") and k.endswith("=False") for k in keys)
+    # A follow-up on a faulted service never touches an upstream or its pool.
+    assert followed and not any(k.startswith(("upstreams.", "pool_")) for k in followed)
+
+
+def test_a_constant_no_incident_passes_no_control(catalog: Catalog) -> None:
+    """Every control has benign events to explain, drawn per trial: no constant names them."""
+    controls = [s for s in catalog.scenarios.values() if isinstance(s, SreSpec) and not s.faults]
+    assert len(controls) >= 5
+    constants = [SreSubmission(incident=False)] + [
+        SreSubmission(incident=False, benign=[s.name]) for s in topology.SERVICES
+    ]
+    for spec in controls:
+        for i in range(20):
+            truth = spec.concrete(random.Random(i)).truth()
+            assert truth.benign, spec.id
+            for answer in constants:
+                assert not judge_answer(truth, answer)[0]["localization"], (spec.id, answer)
+            right = SreSubmission(incident=False, benign=list(truth.benign))
+            assert judge_answer(truth, right)[0]["localization"], spec.id

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from itbench_sre.app.phrases import Phrasebook
 from prometheus_client import Counter, Gauge, Histogram
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
@@ -73,6 +74,12 @@ class Runtime:
                 "a", encoding="utf-8", buffering=1
             )
         INFO.labels(release=str(self.config.get("release", "unknown"))).set(1)
+        #: This trial's wording of the shop's own messages.
+        self.phrases = Phrasebook.load(self.env_dir)
+
+    def say(self, key: str, **fields: Any) -> str:
+        """A message of the shop in this trial's words (see :mod:`phrases`)."""
+        return self.phrases.say(key, **fields)
 
     def now(self) -> float:
         """This instance's wall clock."""
@@ -85,7 +92,7 @@ class Runtime:
             self.clock_offset = float(path.read_text().strip() or 0)
         except (OSError, ValueError):
             return
-        self.log("warning", "clock stepped", offset_s=self.clock_offset)
+        self.log("warning", self.say("clock_stepped"), offset_s=self.clock_offset)
 
     def date_problem(self, header: str | None) -> str | None:
         """Why a request's date is refused (too far from this clock), or ``None``."""
@@ -96,7 +103,7 @@ class Runtime:
         except ValueError:
             return "malformed request date"
         if abs(skew) > DATE_WINDOW_S:
-            return f"request date outside the allowed window ({skew:+.0f}s)"
+            return self.say("date_refused", skew=f"{skew:+.0f}")
         return None
 
     # --- logs -------------------------------------------------------------------------
@@ -231,7 +238,9 @@ class Runtime:
                     )
             if attempt < retries:
                 time.sleep(0.02 * (attempt + 1) * random.random())
-        self.log("error", f"call to {upstream} failed", upstream=upstream, reason=last)
+        self.log(
+            "error", self.say("call_failed", upstream=upstream), upstream=upstream, reason=last
+        )
         raise UpstreamError(upstream, last, status)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import psutil
+from itbench_sre.app.phrases import CHATTER_MEAN_S, Phrasebook
 from itbench_sre.app.runtime import (
     DATE_HEADER,
     INFLIGHT,
@@ -89,7 +90,7 @@ class PgPool:
 
     def _query(self, sql: str, args: tuple[Any, ...], fetch: bool) -> list[Any]:
         if not self.sem.acquire(timeout=self.timeout):
-            raise HttpError(503, "database pool exhausted: no connection within timeout")
+            raise HttpError(503, self.rt.say("pool_exhausted"))
         self.used += 1
         POOL_IN_USE.set(self.used)
         conn = None
@@ -117,7 +118,9 @@ class PgPool:
             if conn is not None:
                 with contextlib.suppress(Exception):
                     conn.close()
-            raise HttpError(500, f"database error: {type(exc).__name__}: {exc}") from exc
+            raise HttpError(
+                500, f"{self.rt.say('database_error')}: {type(exc).__name__}: {exc}"
+            ) from exc
         finally:
             self.used -= 1
             POOL_IN_USE.set(self.used)
@@ -169,9 +172,9 @@ class Stats:
                 with self.counts_lock:
                     self.timings.clear()
 
-    def toggle(self) -> None:
-        """Switch the detailed mode (the operator's diagnostics signal)."""
-        self.detailed = not self.detailed
+    def diagnose(self) -> None:
+        """Switch the detailed mode on (the operator's diagnostics signal; a repeat keeps it)."""
+        self.detailed = True
 
 
 #: CPU-bound work runs in two slots at most: a request beyond them waits without contending
@@ -210,11 +213,47 @@ def _redis(rt: Runtime) -> Any:
     )
 
 
+#: This process's wording of the shop's messages (its instance's, once it has started).
+WORDS = [Phrasebook()]
+
+
 def _redis_call(fn: Any, *args: Any) -> Any:
     try:
         return observe_datastore("redis", fn, *args)
     except Exception as exc:
-        raise HttpError(500, f"redis error: {type(exc).__name__}: {exc}") from exc
+        raise HttpError(500, f"{WORDS[0].say('redis_error')}: {type(exc).__name__}: {exc}") from exc
+
+
+#: The next minor release of the services whose next release has a regression (no lookup).
+_NEXT_MINOR = {
+    "catalog": "1.8.0",
+    "cart": "2.1.0",
+    "payment": "2.4.0",
+    "currency": "5.1.0",
+    "notification": "1.1.0",
+}
+
+
+def _regressed(rt: Runtime, release: str) -> bool:
+    """Whether ``release`` is the one of this service with a regression."""
+    try:
+        lookup = json.loads((rt.env_dir / "releases.json").read_text())
+        return bool(lookup.get(rt.service) == release)
+    except (OSError, ValueError, AttributeError):
+        return release == _NEXT_MINOR.get(rt.service)
+
+
+def _features(rt: Runtime) -> dict[str, str]:
+    """What each flag name of this service stands for (none known: the names themselves)."""
+    try:
+        lookup = json.loads((rt.env_dir / "features.json").read_text())
+        return {str(k): str(v) for k, v in lookup.get(rt.service, {}).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+#: Seconds between two audit segments (see :meth:`Shop._audit_segments`).
+AUDIT_SEGMENT_S = 0.25
 
 
 class Shop:
@@ -222,8 +261,14 @@ class Shop:
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        self.flags: dict[str, Any] = dict(rt.config.get("flags", {}))
+        #: Each flag by what it stands for (the trial names it; the lookup is private).
+        self.flags: dict[str, Any] = {
+            _features(rt).get(name, name): on for name, on in rt.config.get("flags", {}).items()
+        }
         self.release = str(rt.config.get("release", "0"))
+        #: Whether the deployed release has a regression (the trial's private lookup; without
+        #: one, the next minor release of the catalog's services).
+        self.regressed = _regressed(rt, self.release)
         self.pg = PgPool(rt) if "postgres" in rt.config.get("upstreams", {}) else None
         self.redis = _redis(rt) if "redis" in rt.config.get("upstreams", {}) else None
         self.cache: list[bytes] = []
@@ -235,6 +280,8 @@ class Shop:
         #: Files and sessions kept open by the audit trail and the statement cache.
         self.kept: list[Any] = []
         self.stats = Stats()
+        if self.flags.get("audit_trail"):
+            threading.Thread(target=self._audit_segments, daemon=True).start()
 
     def handle(self, method: str, path: str, query: dict[str, str], body: Any) -> Any:
         """Dispatch one request; returns a JSON-able answer or raises ``HttpError``."""
@@ -242,7 +289,7 @@ class Shop:
         if fn is None:
             raise HttpError(404, "no such route")
         if self.bucket is not None and not self.bucket.take():
-            raise HttpError(503, "instance over capacity")
+            raise HttpError(503, self.rt.say("over_capacity"))
         self.stats.count(path)
         if self.flags.get("audit_trail"):
             self._audit(method, path)
@@ -254,13 +301,32 @@ class Shop:
             try:
                 self.kept.append(self.pg.side_connection())
             except Exception as exc:  # noqa: BLE001 - the database refuses: the request fails
-                raise HttpError(500, f"database error: {type(exc).__name__}: {exc}") from None
+                raise HttpError(
+                    500, f"{self.rt.say('database_error')}: {type(exc).__name__}: {exc}"
+                ) from None
         if self.workers is None:
             return fn(method, path, query, body)
         with self.workers:
             if self.work_s:
                 time.sleep(self.work_s)
             return fn(method, path, query, body)
+
+    def _audit_segments(self) -> None:
+        """Start a new audit segment file a few times a second, keeping the old one open.
+
+        The trail leaks with time as well as with requests, so a service with few callers
+        runs out of descriptors too.
+        """
+        trail = self.rt.env_dir / "data" / self.rt.instance
+        n = 0
+        while True:
+            time.sleep(AUDIT_SEGMENT_S)
+            n += 1
+            try:
+                trail.mkdir(parents=True, exist_ok=True)
+                self.kept.append((trail / f"audit-segment-{n % 8}.log").open("a"))
+            except OSError:
+                continue
 
     def _audit(self, method: str, path: str) -> None:
         """Append the request to the audit trail (one handle per record file)."""
@@ -273,7 +339,7 @@ class Shop:
                 fh.flush()
                 self.kept.append(fh)
         except OSError as exc:
-            raise HttpError(500, f"audit trail: {type(exc).__name__}: {exc}") from None
+            raise HttpError(500, f"{self.rt.say('audit')}: {type(exc).__name__}: {exc}") from None
 
     # --- frontend -------------------------------------------------------------------
     def r_frontend(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
@@ -296,7 +362,7 @@ class Shop:
     def r_catalog(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
         """Products from PostgreSQL."""
         assert self.pg is not None
-        slow = self.release >= "1.8.0"
+        slow = self.regressed
         if path == "/products":
             sql = "SELECT id, name, price_cents FROM products ORDER BY id"
             if slow:
@@ -346,8 +412,8 @@ class Shop:
             return {"items": [int(x) for x in _redis_call(self.redis.lrange, key, 0, -1)]}
         if method == "POST":
             item = int(body.get("item", 1))
-            if self.release >= "2.1.0" and item % 3 == 0:
-                raise HttpError(500, f"cannot serialize cart entry {item}")
+            if self.regressed and item % 3 == 0:
+                raise HttpError(500, self.rt.say("cart_entry", item=item))
             _redis_call(self.redis.rpush, key, item)
             _redis_call(self.redis.expire, key, 600)
             return {"ok": True}
@@ -392,16 +458,16 @@ class Shop:
                 json.dumps({"order": order, "user": user, "amount": amount})
             )
         except OSError as exc:
-            raise HttpError(500, f"receipt: {type(exc).__name__}: {exc}") from None
+            raise HttpError(500, f"{self.rt.say('receipt')}: {type(exc).__name__}: {exc}") from None
 
     # --- payment --------------------------------------------------------------------
     def r_payment(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
         """Charges an amount."""
         amount = Decimal(str(body.get("amount", 0)))
-        if self.release >= "2.4.0":
+        if self.regressed:
             cents = int(amount) % 100
             if cents >= 50:
-                raise HttpError(500, f"charge rejected by processor adapter: amount {amount}")
+                raise HttpError(500, self.rt.say("charge_rejected", amount=amount))
         self.rt.call("currency", "GET", f"/convert?amount={amount}&to=USD")
         return {"id": f"pay-{random.randint(10**5, 10**6)}", "amount": str(amount)}
 
@@ -419,7 +485,7 @@ class Shop:
         rate = {"EUR": 0.92, "USD": 1.0, "GBP": 0.79}.get(q.get("to", "USD"), 1.0)
         if self.flags.get("precise_rounding"):
             _burn(0.2)
-        if self.release >= "5.1.0":
+        if self.regressed:
             # The next release refreshes its rates from the reference table on every call.
             time.sleep(0.7)
         return {"amount": int(amount * rate)}
@@ -437,7 +503,7 @@ class Shop:
         message that cannot be read moves to ``orders:dead`` instead.
         """
         assert self.redis is not None and self.pg is not None
-        work_s = 0.9 if self.release >= "1.1.0" else 0.0
+        work_s = 0.9 if self.regressed else 0.0
         for item in _redis_call(self.redis.lrange, "orders:processing", 0, -1):
             self._deliver(item, work_s)
         while True:
@@ -449,7 +515,9 @@ class Shop:
                     continue
                 self._deliver(item, work_s)
             except Exception as exc:  # noqa: BLE001 - keep consuming after datastore hiccups
-                self.rt.log("error", "queue consumer error", reason=f"{type(exc).__name__}: {exc}")
+                self.rt.log(
+                    "error", self.rt.say("consumer_error"), reason=f"{type(exc).__name__}: {exc}"
+                )
                 time.sleep(0.5)
 
     def _deliver(self, item: str, work_s: float) -> None:
@@ -462,9 +530,11 @@ class Shop:
             if self.rt.config.get("dead_letter"):
                 self.redis.lpush("orders:dead", item)
                 self.redis.lrem("orders:processing", 1, item)
-                self.rt.log("warning", "unreadable message moved aside", reason=str(exc))
+                self.rt.log("warning", self.rt.say("moved_aside"), reason=str(exc))
                 return
-            self.rt.log("fatal", "cannot read order message", reason=f"{type(exc).__name__}: {exc}")
+            self.rt.log(
+                "fatal", self.rt.say("unreadable_order"), reason=f"{type(exc).__name__}: {exc}"
+            )
             os._exit(70)
         if work_s:
             time.sleep(work_s)
@@ -602,9 +672,34 @@ def _memory_watch(rt: Runtime) -> None:
     while True:
         rss = proc.memory_info().rss / 2**20
         if rss > float(limit):
-            rt.log("error", "memory limit exceeded, exiting", rss_mb=round(rss, 1), limit_mb=limit)
+            rt.log("error", rt.say("memory_exit"), rss_mb=round(rss, 1), limit_mb=limit)
             os._exit(137)
         time.sleep(0.25)
+
+
+#: The route a service's harmless failure messages name.
+_CHATTER_ROUTES = {
+    "frontend": "/",
+    "catalog": "/products/:id",
+    "recommendation": "/recommendations",
+    "cart": "/cart/:id",
+    "checkout": "/checkout",
+    "payment": "/charge",
+    "shipping": "/quote",
+    "currency": "/convert",
+    "notification": "/",
+}
+
+
+def _chatter(rt: Runtime) -> None:
+    """Log, now and then, a harmless message of the kind failures cause (see :mod:`phrases`)."""
+    rng = random.Random()
+    route = _CHATTER_ROUTES.get(rt.service, "/")
+    upstreams = sorted(rt.config.get("upstreams", {}))
+    while True:
+        time.sleep(rng.expovariate(1 / CHATTER_MEAN_S))
+        level, msg, fields = rt.phrases.chatter(rng, route, upstreams)
+        rt.log(level, msg, **fields)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -635,9 +730,25 @@ def main(argv: list[str] | None = None) -> None:
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(int(files), hard), hard))
     rt = Runtime(cfg["service"], instance, cfg, env_dir())
+    WORDS[0] = rt.phrases
     _data_volume(rt)
     shop = Shop(rt)
+    reload = threading.Event()
+    holder: list[ThreadingHTTPServer] = []
+
+    def on_hangup(signum: int, frame: Any) -> None:
+        reload.set()
+        if holder:
+            # From the serving thread itself (the handler runs there): the reload hangs.
+            holder[0].shutdown()
+
+    # Every operator signal has its handler before the port is bound: a signal sent as soon
+    # as the instance listens never meets the default action (which ends the process).
+    signal.signal(signal.SIGUSR1, lambda signum, frame: shop.stats.diagnose())
+    signal.signal(signal.SIGUSR2, lambda signum, frame: rt.step_clock())
+    signal.signal(signal.SIGHUP, on_hangup)
     server = ThreadingHTTPServer(("127.0.0.1", port), _handler(rt, shop))
+    holder.append(server)
     server.daemon_threads = True
     server.request_queue_size = 64
     tls = cfg.get("serve_tls")
@@ -646,18 +757,10 @@ def main(argv: list[str] | None = None) -> None:
         sslctx.load_cert_chain(tls["cert"], tls["key"])
         server.socket = sslctx.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=_memory_watch, args=(rt,), daemon=True).start()
+    threading.Thread(target=_chatter, args=(rt,), daemon=True).start()
     threading.Thread(target=shop.stats.flush, daemon=True).start()
-    signal.signal(signal.SIGUSR1, lambda signum, frame: shop.stats.toggle())
-    signal.signal(signal.SIGUSR2, lambda signum, frame: rt.step_clock())
     if rt.service == "notification" and cfg.get("consume", True):
         threading.Thread(target=shop.consume, daemon=True).start()
-    reload = threading.Event()
-
-    def on_hangup(signum: int, frame: Any) -> None:
-        reload.set()
-        server.shutdown()
-
-    signal.signal(signal.SIGHUP, on_hangup)
     rt.log("info", "started", release=shop.release, port=port)
     while True:
         server.serve_forever()
