@@ -9,7 +9,6 @@ a target and parameters. Nothing here is visible to the agent.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -1367,11 +1366,15 @@ def _fill(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
     if not shop.data_quota:
         raise InfrastructureError("a full disk needs the data volume's quota (run as root)")
     data = shop.shop / "data"
-    st = os.statvfs(data)
-    size = max(0, st.f_bavail * st.f_frsize - 2048)
     dump = data / f"{target}-0" / "core.1.dump"
-    # The shop keeps writing meanwhile: a smaller dump if the first does not fit.
-    fill = f"fallocate -l {size} {dump} || fallocate -l {max(0, size - 32768)} {dump}"
+    # The space left is read when the dump is written, and the shop keeps writing meanwhile:
+    # a smaller dump, with more room left, if one does not fit.
+    fill = (
+        "for margin in 2048 65536 262144 1048576; do "
+        f'n=$(( $(stat -f -c "%a*%S" {data}) - margin )); '
+        f'[ "$n" -gt 0 ] && fallocate -l "$n" {dump} && exit 0; '
+        "done; exit 1"
+    )
     return ChangeSet(commands=[["mkdir", "-p", str(dump.parent)], ["sh", "-c", fill]])
 
 
