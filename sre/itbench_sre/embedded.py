@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from itbench_sre import pgtemplate, topology
 from itbench_sre.ansible import run_playbook
-from itbench_sre.app.phrases import PHRASES_FILE, Phrasebook
+from itbench_sre.app.phrases import FEATURES_FILE, PHRASES_FILE, RELEASES_FILE, Phrasebook
 from itbench_sre.backend import ChangeSet, ShopBackend
 from itbench_sre.rules import alert_rules
 from itbench_sre.supervisor import Supervisor
@@ -41,11 +41,6 @@ HARNESS_RECORD = "harness.json"
 _SHARED_NAME = re.compile(r"env-[0-9a-f]{12}")
 #: Entities whose configuration the tools expose (services, Redis, Prometheus).
 CONFIG_ENTITIES = tuple(s.name for s in topology.SERVICES) + ("redis", topology.DNS, "prometheus")
-#: The services' private lookup of what each flag name stands for (under the shop's home; no
-#: tool reads it).
-FEATURES_FILE = "features.json"
-#: The services' private lookup of which release is faulty (under the shop's home).
-RELEASES_FILE = "releases.json"
 #: Entities whose every configuration deployment is kept as a revision.
 REVISIONED = (*(s.name for s in topology.SERVICES), topology.DNS)
 

@@ -18,6 +18,10 @@ from typing import Any
 
 #: The file of a trial's phrasings, under the shop's home.
 PHRASES_FILE = "phrases.json"
+#: The services' private lookup of what each flag name stands for, under the shop's home.
+FEATURES_FILE = "features.json"
+#: The services' private lookup of which release has a regression, under the shop's home.
+RELEASES_FILE = "releases.json"
 
 #: Every message the shop words itself: a key, then its phrasings (the first one is used when
 #: the trial drew none). ``{name}`` fields are filled in.

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import psutil
-from itbench_sre.app.phrases import CHATTER_MEAN_S, Phrasebook
+from itbench_sre.app.phrases import CHATTER_MEAN_S, FEATURES_FILE, RELEASES_FILE, Phrasebook
 from itbench_sre.app.runtime import (
     DATE_HEADER,
     INFLIGHT,
@@ -237,7 +237,7 @@ _NEXT_MINOR = {
 def _regressed(rt: Runtime, release: str) -> bool:
     """Whether ``release`` is the one of this service with a regression."""
     try:
-        lookup = json.loads((rt.env_dir / "releases.json").read_text())
+        lookup = json.loads((rt.env_dir / RELEASES_FILE).read_text())
         return bool(lookup.get(rt.service) == release)
     except (OSError, ValueError, AttributeError):
         return release == _NEXT_MINOR.get(rt.service)
@@ -246,7 +246,7 @@ def _regressed(rt: Runtime, release: str) -> bool:
 def _features(rt: Runtime) -> dict[str, str]:
     """What each flag name of this service stands for (none known: the names themselves)."""
     try:
-        lookup = json.loads((rt.env_dir / "features.json").read_text())
+        lookup = json.loads((rt.env_dir / FEATURES_FILE).read_text())
         return {str(k): str(v) for k, v in lookup.get(rt.service, {}).items()}
     except (OSError, ValueError, AttributeError):
         return {}
