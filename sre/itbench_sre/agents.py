@@ -48,9 +48,8 @@ def oracle(spec: SreSpec, toolbox: Toolbox, handle: str = "") -> SreSubmission:
             assert mech.fix is not None
             for tool, args in mech.fix(f.chosen, f.merged_params()):
                 if tool == "rollback" and args["service"] in followed:
-                    # The fault's revision and the follow-up came after the one to go back to.
-                    history = toolbox.call("read_config", entity=args["service"])["revisions"]
-                    args = {**args, "revision": history[-3]["revision"]}
+                    _rollback_past_follow_up(toolbox, args["service"])
+                    continue
                 toolbox.call(tool, **args)
     return SreSubmission(
         incident=True,
@@ -58,6 +57,27 @@ def oracle(spec: SreSpec, toolbox: Toolbox, handle: str = "") -> SreSubmission:
         fault_type=truth.fault_types[0] if truth.fault_types else None,
         propagation=list(truth.propagation if measured is None else measured),
     )
+
+
+def _rollback_past_follow_up(toolbox: Toolbox, service: str) -> None:
+    """Roll back the fault's revision and keep the routine change that came after it.
+
+    The follow-up may be one the service cannot do without (a rotated password the database
+    now expects): its keys are set again on the revision before the fault.
+    """
+    read = toolbox.call("read_config", entity=service)
+    history = read["revisions"]
+    config = json.loads(read["content"])
+    kept = {key: _at(config, key) for key in history[-1]["changed"]}
+    toolbox.call("rollback", service=service, revision=history[-3]["revision"])
+    toolbox.call("edit_config", entity=service, set=kept)
+    toolbox.call("restart", target=service)
+
+
+def _at(doc: dict[str, Any], dotted: str) -> Any:
+    for part in dotted.split("."):
+        doc = doc[part]
+    return doc
 
 
 def _depth(service: str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import secrets
 from pathlib import Path
 
 from cryptography import x509
@@ -24,11 +25,12 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 def write_certificates(directory: Path, service: str) -> dict[str, str]:
-    """Write a CA, a current and a lapsed certificate of ``service`` into ``directory``.
+    """Write a CA and the current, a renewed and a lapsed certificate of ``service``.
 
     Returns:
-        File names by role: ``ca``, ``current_cert``, ``current_key``, ``lapsed_cert``,
-        ``lapsed_key``. The files are named by their validity start, as a rotation leaves them.
+        File names by role: ``ca``, ``current_cert``, ``current_key``, ``renewed_cert``,
+        ``renewed_key``, ``lapsed_cert``, ``lapsed_key``. The files are named by a random
+        serial, so a name says nothing about a certificate's dates: only the certificate does.
     """
     directory.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
@@ -48,6 +50,7 @@ def write_certificates(directory: Path, service: str) -> dict[str, str]:
     out = {"ca": "ca.crt"}
     periods = {
         "current": (now - dt.timedelta(days=30), now + dt.timedelta(days=335)),
+        "renewed": (now - dt.timedelta(days=2), now + dt.timedelta(days=363)),
         "lapsed": (now - dt.timedelta(days=395), now - dt.timedelta(days=30)),
     }
     for role, (start, end) in periods.items():
@@ -66,7 +69,7 @@ def write_certificates(directory: Path, service: str) -> dict[str, str]:
             )
             .sign(ca_key, hashes.SHA256())
         )
-        stem = f"{service}-{start:%Y%m%d}"
+        stem = f"{service}-{secrets.token_hex(4)}"
         (directory / f"{stem}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         (directory / f"{stem}.key").write_bytes(_pem_key(key))
         out[f"{role}_cert"] = f"{stem}.crt"

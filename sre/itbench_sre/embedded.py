@@ -166,20 +166,21 @@ class EmbeddedShop(ShopBackend):
         if "payment" in sdef.upstreams:
             cfg["tls"] = {"payment": {"ca": f"certs/{self.certs['ca']}"}}
         if service == "notification":
-            cfg["consume"] = True
             cfg["dead_letter"] = False
         if service == "cart":
             cfg["session_cache_mb"] = 6
         if service == "catalog":
             cfg["max_concurrency"] = 16
+            cfg["work_ms"] = 0
         if "postgres" in sdef.upstreams:
+            user, password = pgtemplate.SERVICE_ROLES[service]
             cfg["postgres"] = {
-                "user": pgtemplate.DB_USER,
-                "password": pgtemplate.DB_PASSWORD,
+                "user": user,
+                "password": password,
                 "database": pgtemplate.DB_NAME,
             }
         # Listed by name: where a flag stands says nothing about what it does.
-        routine = set(topology.ROUTINE_FLAGS[service])
+        routine = {*topology.ROUTINE_FLAGS[service], *topology.SERVING_FLAGS.get(service, ())}
         cfg["flags"] = dict(
             sorted((self.flag_name(service, f), f in routine) for f in topology.flags_of(service))
         )

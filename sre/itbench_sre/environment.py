@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -18,7 +19,9 @@ from itbench_sre.promproxy import PrometheusProxy
 from itbench_sre.spec import (
     ALERT_BLIP_DELAY_MS,
     BLIP_DELAY_MS,
+    RENEWED,
     RESOLVED,
+    ROTATED,
     DecoySpec,
     NoiseSpec,
     SreSpec,
@@ -288,10 +291,22 @@ class SreEnvironment(Environment):
             upstream = decoy.key.removeprefix("upstreams.")
             _host, _, port = str(cfg["upstreams"][upstream]).rpartition(":")
             cfg["upstreams"][upstream] = f"127.0.0.1:{port}"
-        else:
+        elif decoy.value == RENEWED:
+            cfg["serve_tls"] = {
+                "cert": f"certs/{self.shop.certs['renewed_cert']}",
+                "key": f"certs/{self.shop.certs['renewed_key']}",
+            }
+        elif decoy.value != ROTATED:
             set_path(cfg, decoy.key, decoy.value)
         restarted = topology.instances(decoy.target, topology.BY_NAME[decoy.target].replicas)
         self._quiet(restarted)
+        if decoy.value == ROTATED:
+            # The database learns the new password first; open sessions keep theirs, and the
+            # restarted instances log in with the new one.
+            secret = secrets.token_hex(8)
+            role = cfg["postgres"]["user"]
+            self.shop.apply(ChangeSet(sql=[f"ALTER ROLE {role} PASSWORD '{secret}'"]))
+            cfg["postgres"]["password"] = secret
         if decoy.kind == "follow_up":
             # The faulted service may be crash-looping: its instances are restarted through the
             # process manager, whatever their state, rather than signalled by pid.

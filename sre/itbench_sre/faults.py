@@ -9,6 +9,7 @@ a target and parameters. Nothing here is visible to the agent.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -233,6 +234,9 @@ class Mechanism:
     #: Where the fault's spread starts, when not at its root: ``(target, params) -> entities``
     #: (the name registry's fault spreads from the service whose record broke).
     anchors: Callable[[str, dict[str, Any]], list[str]] | None = None
+    #: Configuration keys (prefixes) the fault sets on its target that no routine change
+    #: following it may touch (besides those no follow-up touches at all).
+    keys: tuple[str, ...] = ()
 
     @property
     def config_cause(self) -> bool:
@@ -376,7 +380,8 @@ def _wrong_upstream(
 def _wrong_password(
     cfg: dict[str, Any], shop: EmbeddedShop, target: str, p: dict[str, Any]
 ) -> None:
-    cfg["postgres"]["password"] = p["password"]
+    # Shaped like every password of the shop (a rotation draws one the same way).
+    cfg["postgres"]["password"] = p["password"] or secrets.token_hex(8)
 
 
 def _flag_key(p: dict[str, Any]) -> str:
@@ -398,14 +403,13 @@ def _small_pool(cfg: dict[str, Any], shop: EmbeddedShop, target: str, p: dict[st
 
 
 def _no_consumer(cfg: dict[str, Any], shop: EmbeddedShop, target: str, p: dict[str, Any]) -> None:
-    cfg["consume"] = False
+    cfg["flags"][_flag_key(p)] = False
 
 
 def _lapsed_cert(cfg: dict[str, Any], shop: EmbeddedShop, target: str, p: dict[str, Any]) -> None:
-    certs = shop.shop / "certs"
     cfg["serve_tls"] = {
-        "cert": str(certs / shop.certs["lapsed_cert"]),
-        "key": str(certs / shop.certs["lapsed_key"]),
+        "cert": f"certs/{shop.certs['lapsed_cert']}",
+        "key": f"certs/{shop.certs['lapsed_key']}",
     }
 
 
@@ -593,8 +597,16 @@ _register(
         _rollback,
         summary="Deploys a configuration with a wrong PostgreSQL password: the service's "
         "database queries fail.",
-        params=(Param("password", str, "shop-sandbox-pw-2", "The wrong password deployed."),),
+        params=(
+            Param(
+                "password",
+                str,
+                "",
+                "The wrong password deployed (empty: a fresh one, shaped like the shop's).",
+            ),
+        ),
         observable="the service's database queries are refused at authentication since its configuration changed",
+        keys=("postgres.",),
     )
 )
 _register(
@@ -863,7 +875,18 @@ _register(
         lambda t, p: [Check("max(queue_depth) > 6")],
         _rollback,
         observable="the order queue grows and nothing consumes it; shoppers are unaffected",
-        summary="Deploys a configuration with the queue consumer off: the queue backs up.",
+        summary="Deploys a configuration with the flag that runs the queue consumer switched "
+        "off: the queue backs up.",
+        params=(
+            Param(
+                "flag",
+                str,
+                "queue_consumer",
+                "The flag that runs the consumer (switched off).",
+                choices=lambda t: topology.SERVING_FLAGS.get(t, ()),
+            ),
+            _FLAG_NAME,
+        ),
         spread=False,
     )
 )

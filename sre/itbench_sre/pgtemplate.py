@@ -20,14 +20,28 @@ from pathlib import Path
 from itbench import InfrastructureError, port_open
 
 PG_BIN = Path(os.environ.get("ITBENCH_SRE_PG_BIN", "/usr/lib/postgresql/15/bin"))
-TEMPLATE_VERSION = "shop-v1"
+TEMPLATE_VERSION = "shop-v2"
 DB_USER = "shop"
 DB_NAME = "shop"
 DB_PASSWORD = "shop-sandbox-pw"
 
+#: Each database client service logs in as its own role (a member of the owner role, so it
+#: uses the shop's tables), with its own password: one service's credential can be rotated
+#: without the others'.
+SERVICE_ROLES: dict[str, tuple[str, str]] = {
+    "catalog": ("shop_catalog", "7d1c0f93be42a615"),
+    "checkout": ("shop_checkout", "e58a2b07c4d9f136"),
+    "notification": ("shop_notification", "2b9f64e1a0c87d53"),
+}
+
+_ROLES_SQL = "".join(
+    f"CREATE ROLE {role} LOGIN PASSWORD '{password}' IN ROLE {DB_USER};\n"
+    for role, password in SERVICE_ROLES.values()
+)
+
 SEED_SQL = f"""
 CREATE ROLE {DB_USER} LOGIN PASSWORD '{DB_PASSWORD}';
-CREATE DATABASE {DB_NAME} OWNER {DB_USER};
+{_ROLES_SQL}CREATE DATABASE {DB_NAME} OWNER {DB_USER};
 \\c {DB_NAME}
 SET ROLE {DB_USER};
 CREATE TABLE products (id serial PRIMARY KEY, name text NOT NULL, price_cents int NOT NULL);

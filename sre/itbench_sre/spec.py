@@ -69,11 +69,29 @@ TUNING: dict[str, tuple[Any, ...]] = {
     "pool_timeout": (1.5, 2.0),
     "pool_size": (6, 8),
 }
+#: Keys of one service a routine change may touch, with the values it may set (more
+#: capacity, less work per request).
+SERVICE_TUNING: dict[str, dict[str, tuple[Any, ...]]] = {
+    "catalog": {"max_concurrency": (20, 24), "work_ms": (2, 5)},
+}
 #: The value of a routine change that points an upstream at the address its name resolves
 #: to (the same healthy endpoint, by address): filled in when the change is played.
 RESOLVED = "@resolved"
+#: The value of a routine change that deploys a renewed, valid certificate.
+RENEWED = "@renewed"
+#: The value of a routine change that rotates the service's database password correctly
+#: (the database learns the new password as the service's configuration gets it).
+ROTATED = "@rotated"
 #: Keys a follow-up change never touches: it must not mend (or worsen) the fault before it.
-_NOT_FOLLOWED = ("upstreams.", "pool_")
+_NOT_FOLLOWED = (
+    "upstreams.",
+    "pool_",
+    "timeouts.",
+    "retries.",
+    "serve_tls",
+    "max_concurrency",
+    "work_ms",
+)
 
 #: Share of the trials whose fault (one a rollback mends) gets a follow-up change.
 FOLLOW_UP_SHARE = 0.5
@@ -252,8 +270,11 @@ def tuning_keys(service: str, names: FlagNames | None = None) -> dict[str, tuple
 
     The shared tuning keys (the pool resized within the database's capacity among them),
     each routine flag of the service switched off (a shipped feature with nothing behind it),
-    each dormant flag switched on (a new feature that works) and each upstream service pointed
-    at the address its name resolves to (the same healthy endpoint).
+    each dormant flag switched on (a new feature that works), each upstream service pointed
+    at the address its name resolves to (the same healthy endpoint), each upstream's timeout
+    lengthened and its retries raised by one, the service's own capacity keys, a renewed
+    certificate where it serves TLS and a rotated database password where it has one: the
+    same keys the faults change, set to values that work.
     """
     names = names or {}
     flags: dict[str, tuple[Any, ...]] = {
@@ -266,12 +287,22 @@ def tuning_keys(service: str, names: FlagNames | None = None) -> dict[str, tuple
             for f in topology.DORMANT_FLAGS.get(service, ())
         }
     )
-    moved = {
-        f"upstreams.{u}": (RESOLVED,)
-        for u in topology.BY_NAME[service].upstreams
-        if u not in topology.DATASTORES
-    }
-    return {**TUNING, **flags, **moved}
+    upstreams = topology.BY_NAME[service].upstreams
+    calls = [u for u in upstreams if u not in topology.DATASTORES]
+    moved: dict[str, tuple[Any, ...]] = {f"upstreams.{u}": (RESOLVED,) for u in calls}
+    moved.update(
+        {
+            f"timeouts.{u}": ((1.5, 2.0) if u in topology.DATASTORES else (2.5, 3.0))
+            for u in upstreams
+        }
+    )
+    moved.update({f"retries.{u}": (2,) for u in calls})
+    own = dict(SERVICE_TUNING.get(service, {}))
+    if service == "payment":
+        own["serve_tls"] = (RENEWED,)
+    if "postgres" in upstreams:
+        own["postgres.password"] = (ROTATED,)
+    return {**TUNING, **flags, **moved, **own}
 
 
 def _tuning(
@@ -279,18 +310,19 @@ def _tuning(
     kind: DecoyKind,
     service: str,
     names: FlagNames,
-    avoid: str = "",
+    avoid: tuple[str, ...] = (),
     after: bool = False,
 ) -> DecoySpec:
-    """A drawn routine tuning change of ``service`` (never of the key ``avoid``).
+    """A drawn routine tuning change of ``service`` (never of a key starting with ``avoid``).
 
-    A follow-up never touches an upstream or the pool: on a faulted service it could mend or
-    worsen the fault.
+    A follow-up never touches an upstream, a timeout, a retry count, a capacity or the
+    certificate: on a faulted service it could mend or worsen the fault.
     """
     keys = tuning_keys(service, names)
     if kind == "follow_up":
-        keys = {k: v for k, v in keys.items() if not k.startswith(_NOT_FOLLOWED)}
-    key = rng.choice(sorted(k for k in keys if k != avoid))
+        avoid = (*avoid, *_NOT_FOLLOWED)
+    avoid = tuple(a for a in avoid if a)
+    key = rng.choice(sorted(k for k in keys if not (avoid and k.startswith(avoid))))
     return DecoySpec(kind=kind, target=service, key=key, value=rng.choice(keys[key]), after=after)
 
 
@@ -472,6 +504,11 @@ class SreSpec(ScenarioSpec):
         busy = {_service(f.chosen) for f in drawn_faults} | {
             _service(n.target or "") for n in noise
         }
+        for f in drawn_faults:
+            # Services whose configuration the fault changes besides its target's.
+            anchors = faults.get(f.mechanism).anchors
+            if anchors is not None:
+                busy |= {a for a in anchors(f.chosen, f.merged_params()) if a in topology.BY_NAME}
         free = [s.name for s in topology.SERVICES if s.name not in busy]
         decoys = list(self.decoy_changes)
         chosen = rng.sample(free, min(self.decoys, len(free))) if not decoys else []
@@ -521,12 +558,14 @@ class SreSpec(ScenarioSpec):
         pre = [d for d in decoys if id(d) not in moved]
         if routine:
             first = rng.choice(routine)
-            post.append(_tuning(rng, "tuning", first.target, names, avoid=first.key, after=True))
+            post.append(_tuning(rng, "tuning", first.target, names, avoid=(first.key,), after=True))
         rolled = [f for f in drawn if faults.get(f.mechanism).follow_up and self.decoys]
         if rolled and rng.random() < FOLLOW_UP_SHARE:
             fault = rng.choice(rolled)
-            # Never the key the fault itself set (a crash loop's bad value stays in place).
-            avoid = str(fault.merged_params().get("key", ""))
+            # Never a key the fault itself set (a crash loop's bad value stays in place).
+            mech = faults.get(fault.mechanism)
+            bad_key = str(fault.merged_params().get("key") or "")
+            avoid = (*mech.keys, *([bad_key] if bad_key else []))
             post.append(_tuning(rng, "follow_up", fault.chosen, names, avoid=avoid, after=True))
         rng.shuffle(post)
         return pre + post

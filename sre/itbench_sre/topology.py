@@ -110,6 +110,11 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "shipping": ("background_refresh",),
 }
 
+#: Flags each service ships on that keep a part of it running: switched off, that part stops
+#: (the notification service's queue consumer). Under a drawn name like every flag, so
+#: switching one off looks like switching a routine flag off.
+SERVING_FLAGS: dict[str, tuple[str, ...]] = {"notification": ("queue_consumer",)}
+
 #: Flags each service ships off that do nothing when switched on (a harmless new feature).
 DORMANT_FLAGS: dict[str, tuple[str, ...]] = {
     s.name: (f"{s.name}_dormant_1", f"{s.name}_dormant_2") for s in SERVICES
@@ -148,8 +153,13 @@ FLAG_NAMES: tuple[str, ...] = (
 
 
 def flags_of(service: str) -> tuple[str, ...]:
-    """Every flag of a service by its own name: routine, with a fault behind it, dormant."""
-    return (*ROUTINE_FLAGS[service], *FLAGS.get(service, ()), *DORMANT_FLAGS[service])
+    """Every flag of a service by its own name: routine, serving, with a fault behind it, dormant."""
+    return (
+        *ROUTINE_FLAGS[service],
+        *SERVING_FLAGS.get(service, ()),
+        *FLAGS.get(service, ()),
+        *DORMANT_FLAGS[service],
+    )
 
 
 # --- port layout inside a trial's block ---------------------------------------------------

@@ -107,7 +107,7 @@ CHATTER_MEAN_S = 20.0
 CHATTER: tuple[tuple[str | None, str, int], ...] = (
     (
         "database_error",
-        'OperationalError: FATAL:  password authentication failed for user "shop"',
+        'OperationalError: FATAL:  password authentication failed for user "{db_user}"',
         500,
     ),
     ("database_error", "OperationalError: FATAL:  sorry, too many clients already", 500),
@@ -170,14 +170,16 @@ class Phrasebook:
         return canonical
 
     def chatter(
-        self, rng: random.Random, route: str, upstreams: list[str]
+        self, rng: random.Random, route: str, upstreams: list[str], db_user: str = "shop"
     ) -> tuple[str, str, dict[str, Any]]:
         """One harmless message of the kind failures cause: ``(level, msg, fields)``.
 
         Worded and shaped as the real one (a failed request's line, a failed call, a step of
-        the clock), for an instance serving ``route`` and calling ``upstreams``.
+        the clock), for an instance serving ``route``, calling ``upstreams`` and logging in to
+        the database as ``db_user``.
         """
         key, error, status = rng.choice(CHATTER)
+        error = error.replace("{db_user}", db_user)
         if key == "clock_stepped":
             return "warning", self.say(key), {"offset_s": round(rng.uniform(-0.05, 0.05), 3)}
         if key == "call_failed":

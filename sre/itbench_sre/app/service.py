@@ -696,9 +696,10 @@ def _chatter(rt: Runtime) -> None:
     rng = random.Random()
     route = _CHATTER_ROUTES.get(rt.service, "/")
     upstreams = sorted(rt.config.get("upstreams", {}))
+    db_user = str((rt.config.get("postgres") or {}).get("user", "shop"))
     while True:
         time.sleep(rng.expovariate(1 / CHATTER_MEAN_S))
-        level, msg, fields = rt.phrases.chatter(rng, route, upstreams)
+        level, msg, fields = rt.phrases.chatter(rng, route, upstreams, db_user)
         rt.log(level, msg, **fields)
 
 
@@ -759,7 +760,7 @@ def main(argv: list[str] | None = None) -> None:
     threading.Thread(target=_memory_watch, args=(rt,), daemon=True).start()
     threading.Thread(target=_chatter, args=(rt,), daemon=True).start()
     threading.Thread(target=shop.stats.flush, daemon=True).start()
-    if rt.service == "notification" and cfg.get("consume", True):
+    if rt.service == "notification" and shop.flags.get("queue_consumer", True):
         threading.Thread(target=shop.consume, daemon=True).start()
     rt.log("info", "started", release=shop.release, port=port)
     while True:
