@@ -64,14 +64,26 @@ class PlayOutcome:
         }
 
 
+def _ansible_yaml(text: str) -> Any:
+    """``text`` parsed as ansible-playbook parses it (its tags included)."""
+    from ansible.parsing.yaml.loader import AnsibleLoader  # slow import; only the check needs it
+
+    loader = AnsibleLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def playbook_problem(text: str) -> str | None:
     """Why a playbook is refused before it runs, or ``None``.
 
     A playbook must be a YAML list of plays and may not use privilege escalation, other
-    connections or delegation.
+    connections or delegation. It is read by Ansible's own loader, so Ansible's tags
+    (``!unsafe``, ``!vault``) are accepted as Ansible accepts them.
     """
     try:
-        doc = yaml.safe_load(text)
+        doc = _ansible_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

@@ -102,6 +102,30 @@ def test_forbidden_playbook_keys_are_refused_before_running(
     assert result.details["playbook"]["status"] == "refused"
 
 
+def test_playbooks_with_ansible_tags_run(
+    domain: CisoDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """``!unsafe`` (a value Ansible never templates) is valid Ansible and is run as such."""
+    spec = catalog.scenarios["ciso/linux-sshd"]
+    assert isinstance(spec, CisoSpec)
+    ref = reference(spec)
+    tagged = ref.playbook.replace(
+        "  vars:\n", "  vars:\n    literal: !unsafe '{{ never templated }}'\n", 1
+    ).replace(
+        "  tasks:\n",
+        "  tasks:\n    - name: Show a literal\n      ansible.builtin.debug:\n"
+        '        msg: "{{ literal }}"\n',
+        1,
+    )
+    assert "!unsafe" in tagged and "Show a literal" in tagged
+    assert playbook_problem(tagged) is None
+    with live(domain, spec, tmp_path) as (env, ctx):
+        result = judge(domain, spec, env, ctx, CisoSubmission(playbook=tagged, policy=ref.policy))
+    assert result.details["playbook"]["status"] == "successful", result.details["playbook"]
+    assert result.metrics["evidence_collected"] == 1.0
+    assert result.passed
+
+
 def test_playbook_time_limit(domain: CisoDomain, catalog: Catalog, tmp_path: Path) -> None:
     spec = catalog.scenarios["ciso/linux-sshd"]
     assert isinstance(spec, CisoSpec)
