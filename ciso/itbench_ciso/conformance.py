@@ -347,6 +347,39 @@ CASES: list[Case] = [
         {"a": 1, "b": 2},
     ),
     Case("walk", "x := [p | walk(input, [p, v]); v == 2]", [["a", "b"]], {"a": {"b": 2}}),
+    Case(
+        "walk as a relation on the right of :=",
+        "x := {p | [p, v] := walk(input); v == 1}",
+        Set((["a"], ["b", "c"])),
+        {"a": 1, "b": {"c": 1}},
+    ),
+    # --- built-ins whose result OPA's implementation (and the Go library it calls) defines -------
+    Case("strings.count counts without overlap", 'x := strings.count("11111", "11")', 2),
+    Case("strings.count of an empty substring", 'x := strings.count("abc", "")', 4),
+    Case("json.is_valid of a number", "x := json.is_valid(1)", False),
+    Case("yaml.is_valid of a number", "x := yaml.is_valid(1)", False),
+    Case("yaml.is_valid of two documents", 'x := yaml.is_valid("a: 1\\n---\\nb: 2\\n")', True),
+    Case(
+        "yaml.unmarshal of two documents", 'x := yaml.unmarshal("a: 1\\n---\\nb: 2\\n")', {"a": 1}
+    ),
+    Case("glob.match empty alternative", 'x := glob.match("{**/,}x", [], "x")', True),
+    Case("glob.match **/ needs its delimiter", 'x := glob.match("**/x", ["/"], "x")', False),
+    Case("glob.match null delimiters", 'x := glob.match("a*", null, "a.b/c")', True),
+    Case(
+        "strings.replace_n in one pass", 'x := strings.replace_n({"a": "b", "b": "c"}, "ab")', "bc"
+    ),
+    Case(
+        "strings.replace_n with an empty key",
+        'x := strings.replace_n({"": "X", "o": "O"}, "oo")',
+        "XOXOX",
+    ),
+    Case(
+        "strings.split_n",
+        'x := [strings.split_n("a,b,c", ",", 2), strings.split_n("a,b,c", ",", -2)]',
+        [["a", "b"], ["b", "c"]],
+    ),
+    Case("array.flatten", "x := array.flatten([[1, 2], 3, [4]])", [1, 2, 3, 4]),
+    Case("number beyond 64-bit floats", "x := 1e400 > 1", True),
     # --- errors of the policy (OPA halts evaluation) ---------------------------------------------
     Case(
         "conflicting values of a complete rule",

@@ -28,6 +28,8 @@ import re
 import sys
 from typing import Any
 
+from itbench_ciso.opa_builtins import EXTENSIONS, rewrite_walk
+
 #: The engines this worker can run.
 ENGINES = ("regorus", "regopy")
 
@@ -69,30 +71,6 @@ def regorus_message(raw: str) -> str:
     return f"{where.group(1)}: {message}" if where else message
 
 
-#: A number as Go's strconv.ParseFloat reads it (decimal, optional sign and exponent).
-_GO_FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-def to_number(value: Any) -> int | float:
-    """OPA's ``to_number`` (topdown/casts.go), which the worker installs in regorus.
-
-    regorus refuses ``"007"`` and ``"+1"`` and accepts ``" 1"``, where OPA does the opposite.
-
-    Raises:
-        ValueError: the value is not a number string (an error of the policy).
-    """
-    if value is None or isinstance(value, bool):
-        return int(bool(value))
-    if isinstance(value, (int, float)):
-        return value
-    if not isinstance(value, str):
-        raise ValueError("to_number: operand 1 must be one of null, boolean, number, string")
-    if value.lstrip("+-").lower() in ("inf", "infinity", "nan") or not _GO_FLOAT.fullmatch(value):
-        raise ValueError(f"to_number: cannot parse {value!r} as a number")
-    number = float(value)
-    return int(number) if number.is_integer() and not re.search(r"[.eE]", value) else number
-
-
 class Regorus:
     """regorus (Rust) through its Python bindings."""
 
@@ -100,10 +78,11 @@ class Regorus:
         import regorus
 
         self.engine = regorus.Engine()
-        self.engine.add_extension("to_number", 1, to_number)
+        for builtin, (nargs, function) in EXTENSIONS.items():
+            self.engine.add_extension(builtin, nargs, function)
         for name, source in modules.items():
             try:
-                self.engine.add_policy(name, source)
+                self.engine.add_policy(name, rewrite_walk(source))
             except Exception as exc:  # the bindings raise RuntimeError for every parse error
                 raise CompileError(regorus_message(str(exc))) from None
 
