@@ -103,7 +103,8 @@ def solve(spec: FinOpsSpec, task: TaskView, toolbox: Toolbox) -> FinOpsSubmissio
     """Solve ``spec`` and return the report."""
     truth = spec.truth
     if not truth.incident:
-        return FinOpsSubmission(incident=False, notes="nothing to fix")
+        explained = [resource_id(toolbox, spec.resource(n)) for n in truth.explained]
+        return FinOpsSubmission(incident=False, explained_by=explained, notes="nothing to fix")
     if spec.family in ("commitment", "anomaly", "forecast"):
         return {"commitment": _commitment, "anomaly": _anomaly, "forecast": _anomaly}[spec.family](
             spec, toolbox, task

@@ -390,11 +390,13 @@ class Seeder:
                 last=last,
             )
         for vid, v in zip(data, r.volumes, strict=True):
-            for metric, profile, share, scale in (
-                ("VolumeReadOps", v.ops, 0.6, 3600.0),
-                ("VolumeWriteOps", v.ops, 0.4, 3600.0),
-                ("VolumeReadBytes", v.mbps, 0.7, 3600e6),
-                ("VolumeWriteBytes", v.mbps, 0.3, 3600e6),
+            # Reads and writes share one shape, so the busiest hour of their sum (what the
+            # handbook sizes a volume to) holds the whole recorded peak.
+            for metric, profile, share, scale, shape in (
+                ("VolumeReadOps", v.ops, 0.6, 3600.0, "VolumeOps"),
+                ("VolumeWriteOps", v.ops, 0.4, 3600.0, "VolumeOps"),
+                ("VolumeReadBytes", v.mbps, 0.7, 3600e6, "VolumeBytes"),
+                ("VolumeWriteBytes", v.mbps, 0.3, 3600e6, "VolumeBytes"),
             ):
                 if profile is None:
                     continue
@@ -414,6 +416,7 @@ class Seeder:
                     "Bytes" if "Bytes" in metric else "Count",
                     first=first,
                     last=last,
+                    shape=shape,
                 )
 
     def _volume(self, r: Volume) -> None:
@@ -708,17 +711,19 @@ class Seeder:
         dims: list[dict[str, str]] | None = None,
         extra: Callable[[datetime], float] | None = None,
         transform: Callable[[float], float] | None = None,
+        shape: str | None = None,
     ) -> None:
         """Hourly datapoints of one metric between ``first`` and ``last`` (when set).
 
         ``extra`` adds a value that depends on the time (a spike); ``transform`` maps each
-        value of the profile to the metric's (a metric that falls as use rises).
+        value of the profile to the metric's (a metric that falls as use rises). Metrics of
+        one resource with the same ``shape`` rise and fall together (default: their own).
         """
         points = series(
             profile,
             self.out.now,
             self.spec.metric_days,
-            _seed_of(self.seed, namespace, metric, dim_value),
+            _seed_of(self.seed, namespace, shape or metric, dim_value),
             business_only=business,
             first=first,
             last=last,

@@ -482,6 +482,13 @@ class Truth(_Strict):
     pass_fraction: float = Field(
         default=0.9, gt=0, le=1, description="Share of the optimum that passes."
     )
+    explained: list[str] = Field(
+        default_factory=list,
+        description="Control scenarios (`incident: false`): names of the resources that "
+        "explain what the task describes (an approved change, a look-alike the conventions "
+        "keep). A no-incident report passes only when its `explained_by` names exactly "
+        "these resources' ids; a control must name at least one.",
+    )
 
 
 #: The handbook bucket's name prefix (the management account's id follows).
@@ -689,6 +696,22 @@ class FinOpsSpec(ScenarioSpec):
             for name in rule.required:
                 if not getattr(t, name):
                     out.append(f"family {self.family} needs truth.{name}")
+        if not t.incident:
+            explained = [
+                *t.explained,
+                *(
+                    n
+                    for c in self.candidates
+                    for f in c.forms.values()
+                    for n in f.truth.get("explained", [])
+                ),
+            ]
+            if not explained:
+                out.append("a control (truth.incident: false) needs truth.explained")
+            names = {r.name for r in self.resources} | {c.name for c in self.candidates}
+            unknown = sorted(set(explained) - names)
+            if unknown:
+                out.append(f"truth.explained names unknown resources: {', '.join(unknown)}")
         causes = [t.cause, *(f.cause for c in self.candidates for f in c.forms.values())]
         for cause in causes:
             if rule.causes and cause is not None and cause not in rule.causes:
@@ -763,4 +786,9 @@ class FinOpsSubmission(Submission):
     )
     commitment_hourly: float | None = Field(
         default=None, ge=0, description="Savings-plan commitment, USD per hour."
+    )
+    explained_by: list[str] = Field(
+        default_factory=list,
+        description="With incident=false: the id of each resource (as the APIs and the "
+        "billing export name it) that explains what the task describes, as the task asks.",
     )

@@ -6,6 +6,7 @@ import contextlib
 import csv
 import io
 import json
+import math
 import os
 import shutil
 import statistics
@@ -531,3 +532,58 @@ def test_cli_reads_and_fixes_a_budget_subscriber(
         assert final["notifications"][0]["subscribers"] == ["finops@example.com"]
         after = domain.evaluate(spec, env, FinOpsSubmission(cause="subscriber"), toolbox, ctx)
         assert not after.passed and after.metrics["budget_fixed"] is False
+
+
+def test_the_busiest_hour_the_handbook_sizes_to_is_the_judge_s_need(
+    domain: FinOpsDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """storage.md sizes a gp3 volume to the busiest hour of reads plus writes: that hour, read
+    from CloudWatch as the page says, is exactly what the judge requires at least."""
+    from itbench_finops.optimum import volume_iops_need, volume_throughput_need
+
+    spec = concrete_spec(
+        catalog, "finops/storage-mixed", {"pg-analytics": "gp2_busy", "kafka-1": "gp2_big"}
+    )
+    with live(domain, spec, tmp_path) as (env, ctx):
+        context = env.context()
+        now = env.seeded.now
+        for name in ("pg-analytics", "kafka-1"):
+            [volume] = next(r for r in spec.resources if r.name == name).volumes  # type: ignore[union-attr]
+            [vid] = env.seeded.data_volumes[name]
+            hourly: dict[str, dict[datetime, float]] = {}
+            for metric in (
+                "VolumeReadOps",
+                "VolumeWriteOps",
+                "VolumeReadBytes",
+                "VolumeWriteBytes",
+            ):
+                points = _cli(
+                    context,
+                    "cloudwatch",
+                    "get-metric-statistics",
+                    "--namespace",
+                    "AWS/EBS",
+                    "--metric-name",
+                    metric,
+                    "--dimensions",
+                    f"Name=VolumeId,Value={vid}",
+                    "--start-time",
+                    (now - timedelta(days=spec.metric_days + 1)).isoformat(),
+                    "--end-time",
+                    now.isoformat(),
+                    "--period",
+                    "3600",
+                    "--statistics",
+                    "Sum",
+                )["Datapoints"]
+                hourly[metric] = {_when(p["Timestamp"]): p["Sum"] for p in points}
+            hours = hourly["VolumeReadOps"].keys()
+            iops = max(
+                (hourly["VolumeReadOps"][t] + hourly["VolumeWriteOps"][t]) / 3600 for t in hours
+            )
+            mbps = max(
+                (hourly["VolumeReadBytes"][t] + hourly["VolumeWriteBytes"][t]) / 3600e6
+                for t in hours
+            )
+            assert math.ceil(iops - 1e-6) == volume_iops_need(volume), (name, iops)
+            assert math.ceil(mbps - 1e-6) == volume_throughput_need(volume), (name, mbps)

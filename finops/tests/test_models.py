@@ -88,6 +88,11 @@ def test_errors_from_closed_sets_list_the_valid_values(tmp_path: Path) -> None:
         "family: budget\ntask_types: [detection]\ntruth: {cause: amount}\n": [
             "family budget needs truth.budgets"
         ],
+        "family: idle\ntask_types: [detection]\ntruth: {incident: false}\n": [
+            "a control (truth.incident: false) needs truth.explained"
+        ],
+        "family: idle\ntask_types: [detection]\ntruth: {incident: false, explained: [b]}\n"
+        "resources: [{kind: bucket, name: a}]\n": ["truth.explained names unknown resources: b"],
         "family: storage\ntask_types: [detection]\ntruth: {waste: [a], storage_class: GLACIER_X}\n"
         "resources: [{kind: bucket, name: a}]\n": [
             "truth.storage_class 'GLACIER_X' is not priced (one of: STANDARD, STANDARD_IA"
@@ -102,7 +107,10 @@ def test_errors_from_closed_sets_list_the_valid_values(tmp_path: Path) -> None:
         line = errors[0].line()
         for phrase in phrases:
             assert phrase in line, (phrase, line)
-    bad.write_text(head + "family: budget\ntask_types: [detection]\ntruth: {incident: false}\n")
+    bad.write_text(
+        head + "family: budget\ntask_types: [detection]\n"
+        "resources: [{kind: bucket, name: a}]\ntruth: {incident: false, explained: [a]}\n"
+    )
     assert isinstance(loader.load_file(bad)[0], FinOpsSpec)  # a control needs no budget
 
 

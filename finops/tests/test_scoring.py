@@ -381,3 +381,41 @@ def test_idle_savings_and_timings_of_a_full_cleanup(
             date.fromisoformat(task.context["billing_export"]["period_end"])
             == env.seeded.now.date()
         )
+
+
+def test_a_control_needs_what_explains_it_by_id_and_nothing_else(catalog: Catalog) -> None:
+    """A constant "no incident" fails a control; naming exactly the explaining resources'
+    ids passes; their names (public in the catalog), a missing or an extra id fail."""
+    spec = concrete_spec(
+        catalog, "finops/anomaly-control", {"trainer": "approved", "ml-exports": "steady"}
+    )
+    assert sorted(spec.truth.explained) == ["search-2", "trainer"]
+    ids = {"search-2": "i-0search", "trainer": "i-0trainer", "ml-exports": "ml-exports"}
+
+    def judged(sub: FinOpsSubmission) -> bool:
+        return evaluate(_trial(spec, ids, {}, {}, sub)).passed
+
+    assert judged(FinOpsSubmission(incident=False, explained_by=["i-0trainer", " i-0search"]))
+    assert not judged(FinOpsSubmission(incident=False))
+    assert not judged(FinOpsSubmission(incident=False, explained_by=["search-2", "trainer"]))
+    assert not judged(FinOpsSubmission(incident=False, explained_by=["i-0search"]))
+    assert not judged(
+        FinOpsSubmission(incident=False, explained_by=["i-0search", "i-0trainer", "ml-exports"])
+    )
+    assert not judged(FinOpsSubmission(incident=True, explained_by=["i-0search", "i-0trainer"]))
+    result = evaluate(_trial(spec, ids, {}, {}, FinOpsSubmission(incident=False)))
+    assert result.metrics["explanation"] is False
+    assert result.details["explained"]["missing"] == ["i-0search", "i-0trainer"]
+
+
+def test_every_control_explains_itself_on_every_draw(catalog: Catalog) -> None:
+    """No form of a control leaves nothing to explain (a constant answer would pass it)."""
+    controls = [
+        s for s in catalog.scenarios.values() if isinstance(s, FinOpsSpec) and not s.truth.incident
+    ]
+    assert len(controls) == 5
+    for spec in controls:
+        for candidate in spec.candidates:
+            for form in candidate.keep_forms():
+                drawn = concrete_spec(catalog, spec.id, {candidate.name: form})
+                assert drawn.truth.explained, (spec.id, candidate.name, form)
