@@ -686,8 +686,10 @@ violations contains path if {
         title="Ensure password expiration is configured",
         requirement=(
             "Ensure password expiration, minimum age and expiration warning are configured "
-            "(CIS 5.5.1). In /etc/login.defs PASS_MAX_DAYS must be 365 or less, PASS_MIN_DAYS "
-            "1 or more and PASS_WARN_AGE 7 or more."
+            "(CIS 5.5.1). In /etc/login.defs PASS_MAX_DAYS must be between 1 and 365 (0 or "
+            "less turns expiry off), PASS_MIN_DAYS 1 or more and PASS_WARN_AGE 7 or more. The "
+            "last line that sets a key counts; a key no line sets has its default "
+            "(PASS_MAX_DAYS 99999, PASS_MIN_DAYS 0, PASS_WARN_AGE 7)."
         ),
         rego="""num(key, fallback) := to_number(value_or("/etc/login.defs", key, fallback))
 
