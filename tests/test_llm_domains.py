@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from itbench_ciso.checks import waivers
 from itbench_ciso.checks.k8s import CHECKS
 from itbench_finops.domain import FinOpsDomain
 from itbench_finops.draw import concrete
@@ -29,8 +30,22 @@ SCENARIOS = {
     "finops": "finops/idle-orphans",
 }
 MODEL = "gpt-4o-mini"
-# The requirement's reference policy, as a model that got it right would write it.
+# The requirement's reference policy, as a model that got it right would write it: it honours
+# the waivers the trial's requirement states (its goal's first line).
 GOOD_POLICY = next(c for c in CHECKS if c.id == "k8s-host-namespaces").policy()
+
+
+def _good_policy(conv: Conversation) -> str:
+    lines = [
+        line
+        for m in conv.messages
+        if isinstance(m.get("content"), str)
+        for line in m["content"].splitlines()
+        if line.startswith("Requirement: ")
+    ]
+    return waivers.policy_for(lines[0], GOOD_POLICY)
+
+
 EVERY_POD = """package compliance
 
 import rego.v1
@@ -129,8 +144,8 @@ def scripts(bench: Bench) -> dict[str, list[list[Any]]]:
                 Reply([Call("kubectl_get", {"resource": "pods"})], content="Looking at the pods."),
                 Reply([Call("evaluate_policy", '{"policy": "package compliance')]),
                 Reply([Call("submit", {"policy": 42})]),
-                Reply([Call("evaluate_policy", {"policy": GOOD_POLICY})]),
-                Reply([Call("submit", {"policy": GOOD_POLICY})]),
+                lambda conv: Reply([Call("evaluate_policy", {"policy": _good_policy(conv)})]),
+                lambda conv: Reply([Call("submit", {"policy": _good_policy(conv)})]),
             ],
             [Reply([Call("submit", {"policy": EVERY_POD})])],
         ],
@@ -255,7 +270,11 @@ def test_protocol_troubles_are_survived_and_recorded(llm_run: Run) -> None:
     assert "not valid JSON" in tool_messages[1]
     assert "submission refused: policy: Input should be a valid string" in tool_messages[2]
     assert [s.tool for s in trajectory.tool_steps()] == ["kubectl_get", "evaluate_policy"]
-    assert trajectory.submission is not None and trajectory.submission["policy"] == GOOD_POLICY
+    submitted = trajectory.submission["policy"] if trajectory.submission else ""
+    assert submitted.startswith(
+        GOOD_POLICY.replace("violations contains", "raw_violations contains")
+    )
+    assert "waived_namespaces" in submitted
     assert trajectory.version == "1.0" and trajectory.model == MODEL
     # The model was asked to keep going after the parallel calls of SRE: all answered.
     sre = read(llm_run.trial_dir(SCENARIOS["sre"], 0))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from itbench import Domain, Evaluation, InfrastructureError, TaskView, Toolbox, TrialContext
 from itbench_ciso.environment import CisoEnvironment
@@ -51,6 +51,23 @@ class CisoDomain(Domain[CisoSpec, CisoSubmission, CisoEnvironment]):
             env.runtime.save_hidden()
         result.metrics["tool_calls"] = len(toolbox.calls)
         return result
+
+    def task_view(
+        self,
+        spec: CisoSpec,
+        env: CisoEnvironment,
+        ctx: TrialContext,
+        toolbox: Toolbox,
+        deadline: Any,
+    ) -> TaskView:
+        """The core's task view, its goal stating the requirement as this trial words it."""
+        view = super().task_view(spec, env, ctx, toolbox, deadline)
+        stated = str(env.context().get("requirement") or spec.requirement)
+        if stated != spec.requirement:
+            view.goal = view.goal.replace(
+                f"Requirement: {spec.requirement}", f"Requirement: {stated}", 1
+            )
+        return view
 
     def oracle(self, spec: CisoSpec, task: TaskView, toolbox: Toolbox) -> CisoSubmission | None:
         """The reference artifacts of the scenario's check, checked once through the tools."""

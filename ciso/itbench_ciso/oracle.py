@@ -6,12 +6,19 @@ from itbench import TaskView, Toolbox, ToolError
 from itbench_ciso.spec import CisoSpec, CisoSubmission
 
 
-def reference(spec: CisoSpec) -> CisoSubmission:
-    """The reference submission of ``spec`` (reads the ground truth)."""
-    from itbench_ciso.checks import cloud, k8s, linux
+def reference(spec: CisoSpec, requirement: str | None = None) -> CisoSubmission:
+    """The reference submission of ``spec`` (reads the ground truth).
+
+    Args:
+        spec: The scenario.
+        requirement: The requirement as the trial states it (a Kubernetes trial adds the
+            organization's waivers, which the reference policy then honours).
+    """
+    from itbench_ciso.checks import cloud, k8s, linux, waivers
 
     if spec.family == "kubernetes":
-        return CisoSubmission(policy=k8s.by_id(spec.check).policy())
+        policy = k8s.by_id(spec.check).policy()
+        return CisoSubmission(policy=waivers.policy_for(requirement or "", policy))
     if spec.family == "policy-update":
         from itbench_ciso.families.kubernetes import updated_set
 
@@ -26,7 +33,7 @@ def reference(spec: CisoSpec) -> CisoSubmission:
 
 def solve(spec: CisoSpec, task: TaskView, toolbox: Toolbox) -> CisoSubmission:
     """Submit the reference artifacts after checking that the policy compiles with the engine."""
-    sub = reference(spec)
+    sub = reference(spec, str(task.context.get("requirement") or ""))
     if (
         sub.policy is not None
         and "evaluate_policy" in toolbox.tools

@@ -8,6 +8,7 @@ accepted, and reports what it saw on stderr as one JSON line.
 import asyncio
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
@@ -35,6 +36,34 @@ violations contains {"kind": o.kind, "namespace": object.get(o.metadata, "namesp
 """
 
 
+def with_waivers(policy, text):
+    """``policy`` exempting the namespaces the requirement's waivers still cover, if it has any."""
+    where = re.findall(r"`([a-z0-9-]+)/([a-z0-9-]+)`[^`]*`([a-z0-9-]+)`", text)
+    today = re.findall(r"\b\d{4}-\d{2}-\d{2}\b", text)
+    if not where or not today:
+        return policy
+    home, name, key = where[-1]
+    rules = f"""
+waived contains ns if {{
+\tsome cm in input.items
+\tcm.kind == "ConfigMap"
+\tcm.metadata.namespace == "{home}"
+\tcm.metadata.name == "{name}"
+\tsome line in split(cm.data["{key}"], "\\n")
+\tparts := regex.split(`[\\s,:]+`, trim_space(line))
+\tcount(parts) > 1
+\tparts[1] >= "{today[-1]}"
+\tns := parts[0]
+}}
+
+violations contains v if {{
+\tsome v in flagged
+\tnot waived[v.namespace]
+}}
+"""
+    return policy.replace("violations contains", "flagged contains") + rules
+
+
 def transport(entry):
     if entry["type"] == "http":
         client = httpx2.AsyncClient(headers=entry["headers"])
@@ -49,7 +78,8 @@ async def main() -> None:
         tools = [t.name for t in (await client.list_tools()).tools]
         pods = await client.call_tool("kubectl_get", {"resource": "pods"})
         refused = await client.call_tool("submit", {"policy": 5})
-        accepted = await client.call_tool("submit", {"policy": POLICY})
+        policy = with_waivers(POLICY, client.instructions or "")
+        accepted = await client.call_tool("submit", {"policy": policy})
         seen = {
             "transport": entry["type"],
             "tools": tools,

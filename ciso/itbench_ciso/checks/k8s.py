@@ -31,6 +31,7 @@ from itbench_ciso.checks.k8s_cluster import (
     pod_spec_of,
     rule,
 )
+from itbench_ciso.checks.waivers import Waivers
 
 __all__ = ["CHECKS", "REGISTRY", "K8sCheck", "by_id", "variants"]
 
@@ -1897,6 +1898,44 @@ def _distractors(judged: K8sCheck) -> list[tuple[str, Factory]]:
     ]
 
 
+def in_namespace(fn: Factory, namespace: str) -> Factory:
+    """``fn``, with every namespaced object it adds moved into ``namespace``."""
+
+    def apply(cl: Cluster) -> None:
+        seen = {id(o) for o in cl.objects}
+        fn(cl)
+        cl.namespace(namespace)
+        for o in cl.objects:
+            md = o["metadata"]
+            if id(o) in seen or o["kind"] == "Namespace" or not md.get("namespace"):
+                continue
+            old = md["namespace"]
+            md["namespace"] = namespace
+            for subject in o.get("subjects") or []:
+                if subject.get("namespace") == old:
+                    subject["namespace"] = namespace
+
+    return apply
+
+
+def movable(check: K8sCheck) -> list[tuple[str, Factory]]:
+    """The check's violations that still violate, and only there, once moved to a namespace."""
+    out = []
+    for label, fn in check.bad.items():
+        probe = Cluster(random.Random(0))
+        _background(probe, 1)
+        in_namespace(fn, "waiver-probe")(probe)
+        found = check.truth(probe.objects)
+        if found and all(i.split("/")[1] == "waiver-probe" for i in found):
+            out.append((label, fn))
+    return out
+
+
+def waivable(check_id: str) -> bool:
+    """Whether waivers of namespaces can exempt the check's violations (they are namespaced)."""
+    return len(movable(_BY_ID[check_id])) >= 2
+
+
 def _variant(
     name: str,
     rng: random.Random,
@@ -1904,10 +1943,13 @@ def _variant(
     check: K8sCheck,
     picks: list[tuple[str, Factory]],
     n_distract: int,
+    waivers: Waivers | None = None,
 ) -> Variant:
     """A cluster with ``picks`` (and violations of other checks that leave ``check`` alone)."""
     cl = Cluster(rng, used)
     _background(cl, 3)
+    if waivers is not None:
+        cl.add(*waivers.objects())
     notes = []
     for label, fn in picks:
         fn(cl)
@@ -1922,7 +1964,10 @@ def _variant(
             notes.append(f"other requirement ({label})")
     snap = cl.snapshot()
     items = snap["items"]
-    return Variant(name, snap, check.truth(items), [ident(o) for o in items], notes)
+    violating = check.truth(items)
+    if waivers is not None:
+        violating = {i for i in violating if not waivers.waived(i.split("/")[1])}
+    return Variant(name, snap, violating, [ident(o) for o in items], notes)
 
 
 def variants(
@@ -1932,12 +1977,16 @@ def variants(
     non_compliant: int,
     also: list[str] | None = None,
     visible_seed: int | None = None,
+    waivers: Waivers | None = None,
 ) -> tuple[Variant, list[Variant]]:
     """The visible snapshot and the hidden ones of a check.
 
     The visible snapshot shows the check's first violating mutation and first near miss;
     hidden snapshots use the others (each violating snapshot one or two violations, each
-    compliant one two near misses), mixed with violations of other checks.
+    compliant one two near misses), mixed with violations of other checks. With ``waivers``
+    (for a check whose violations are namespaced), every snapshot holds the organization's
+    waivers, every compliant one a violation in a namespace whose waiver holds, and half the
+    violating ones a violation in a namespace whose waiver has expired.
 
     Args:
         check_id: The judged check.
@@ -1946,6 +1995,7 @@ def variants(
         non_compliant: Number of hidden snapshots with at least one violating object.
         also: Other checks whose violations must appear too (policy-update family).
         visible_seed: Seed of the visible snapshot (default ``seed``).
+        waivers: The trial's waivers (ignored for a check whose violations are not namespaced).
 
     Raises:
         ValueError: a library mutation does not do what it claims (a library bug).
@@ -1965,13 +2015,28 @@ def variants(
         if c != check_id
         for lbl, fn in list(_BY_ID[c].bad.items())
     ]
-    visible = _variant("visible", visible_rng, used, check, [bad[0], near[0]], 1)
+    moves = movable(check) if waivers is not None else []
+    if len(moves) < 2:
+        waivers = None
+
+    def waived(i: int, expired: bool) -> list[tuple[str, Factory]]:
+        if waivers is None:
+            return []
+        label, fn = moves[i % len(moves)]
+        pool = waivers.expired if expired else waivers.active
+        ns = pool[i % len(pool)]
+        state = "expired" if expired else "current"
+        return [(f"{label}, in {ns} ({state} waiver)", in_namespace(fn, ns))]
+
+    first = [bad[0], near[0], *waived(0, False)]
+    visible = _variant("visible", visible_rng, used, check, first, 1, waivers)
     hidden_bad, hidden_near = rotated(rng, bad[1:]), rotated(rng, near[1:])
     clean: list[Variant] = []
     for i in range(compliant):
         picks = [hidden_near[(2 * i + j) % len(hidden_near)] for j in range(2)]
         picks += [extra[(2 * i + j) % len(extra)] for j in range(2)] if extra else []
-        clean.append(_variant("", rng, used, check, _keep(check, picks, False), 2))
+        picks = [*_keep(check, picks, False), *waived(i + 1, False)]
+        clean.append(_variant("", rng, used, check, picks, 2, waivers))
     dirty: list[Variant] = []
     for i in range(non_compliant):
         picks = [hidden_bad[i % len(hidden_bad)]]
@@ -1979,7 +2044,8 @@ def variants(
             picks.append(hidden_bad[(i + 1) % len(hidden_bad)])
         picks.append(hidden_near[i % len(hidden_near)])
         picks += [extra[(2 * i + 1) % len(extra)]] if extra else []
-        dirty.append(_variant("", rng, used, check, picks, 1))
+        picks += waived(i, True) if i % 2 == 0 else waived(i, False)
+        dirty.append(_variant("", rng, used, check, picks, 1, waivers))
     if any(not v.compliant for v in clean) or any(v.compliant for v in dirty) or visible.compliant:
         raise ValueError(f"{check_id}: a snapshot has the wrong verdict")
     hidden = clean + dirty

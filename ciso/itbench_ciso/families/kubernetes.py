@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 from itbench import Evaluation, Tool, ToolError
-from itbench_ciso.checks import k8s
+from itbench_ciso.checks import k8s, waivers
 from itbench_ciso.contracts import KUBERNETES, POLICY_UPDATE
 from itbench_ciso.engine import PACKAGE, RULE, PolicyError
 from itbench_ciso.families import Runtime, digest, timer
@@ -101,11 +102,30 @@ def updated_set(policy_set: list[str], changed: str, new_check: str) -> dict[str
 
 
 class KubernetesRuntime(Runtime):
-    """A pod snapshot served through ``kubectl_get``; the agent writes one Rego policy."""
+    """A pod snapshot served through ``kubectl_get``; the agent writes one Rego policy.
+
+    The trial's organization waives the requirement for some namespaces until a date
+    (:mod:`itbench_ciso.checks.waivers`): where it keeps its waivers, how it writes them and
+    which day is today are drawn per trial and stated in the requirement.
+    """
+
+    #: Whether the trial's organization keeps waivers (not for a policy set's update).
+    waivers_apply = True
+    #: The requirement's sentence on the trial's waivers (none until set-up draws them).
+    _waiver_sentence = ""
+
+    @property
+    def requirement(self) -> str:
+        """The requirement as this trial states it (with the organization's waivers)."""
+        return f"{self.spec.requirement} {self._waiver_sentence}".strip()
 
     def setup(self) -> None:
         """Generate the visible snapshot and the hidden ones; write the visible one."""
         plan = self.spec.variants
+        drawn = None
+        if self.waivers_apply and k8s.waivable(self.spec.check):
+            drawn = waivers.draw(random.Random(self.ctx.secret_seed("ciso:waivers")))
+            self._waiver_sentence = drawn.sentence()
         self.visible, self.hidden = k8s.variants(
             self.spec.check,
             self.hidden_seed,
@@ -113,6 +133,7 @@ class KubernetesRuntime(Runtime):
             plan.non_compliant,
             also=self.spec.policy_set or None,
             visible_seed=self.visible_seed,
+            waivers=drawn,
         )
         path = self.workspace / SNAPSHOT_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -158,7 +179,7 @@ class KubernetesRuntime(Runtime):
     def context(self) -> dict[str, Any]:
         """The policy contract."""
         return {
-            "requirement": self.spec.requirement,
+            "requirement": self.requirement,
             "cluster_snapshot": str(self.workspace / SNAPSHOT_FILE),
             "policy_contract": KUBERNETES.contract,
         }
@@ -201,6 +222,8 @@ class KubernetesRuntime(Runtime):
 
 class UpdateRuntime(KubernetesRuntime):
     """An existing policy set plus a changed requirement for one of its policies."""
+
+    waivers_apply = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
