@@ -256,8 +256,7 @@ class Shop:
             _features(rt).get(name, name): on for name, on in rt.config.get("flags", {}).items()
         }
         self.release = str(rt.config.get("release", "0"))
-        #: Whether the deployed release has a regression (the trial's private lookup; without
-        #: one, the next minor release of the catalog's services).
+        #: Whether the deployed release has a regression (the trial's private lookup).
         self.regressed = _regressed(rt, self.release)
         self.pg = PgPool(rt) if "postgres" in rt.config.get("upstreams", {}) else None
         self.redis = _redis(rt) if "redis" in rt.config.get("upstreams", {}) else None
