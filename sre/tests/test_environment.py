@@ -103,6 +103,8 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
             ]
 
         assert _wait(lambda: len(chatter()) >= 2, 30)
+        # ... inside the trace of a request that goes on to succeed, as a real error would be.
+        assert _wait(lambda: any(line.get("trace_id") for line in chatter()), 30)
         assert box.call("query", promql=shop_errors) == []
         assert box.call("logs", service="frontend-service", limit=5)
         assert _wait(lambda: box.call("traces", service="checkout", limit=2), 10)

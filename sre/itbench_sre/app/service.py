@@ -560,6 +560,7 @@ def _handler(rt: Runtime, shop: Shop) -> type[BaseHTTPRequestHandler]:
             route = _route(url.path)
             start = time.time()
             trace_id, span_id, parent = rt.start_span(self.headers.get("traceparent"))
+            _chatter_in_request(rt, method, route)
             INFLIGHT.inc()
             status = 200
             try:
@@ -680,15 +681,36 @@ _CHATTER_ROUTES = {
 }
 
 
+#: Harmless messages waiting for the next request, which logs them in its own trace.
+_CHATTER: queue.SimpleQueue[tuple[str, str, dict[str, Any]]] = queue.SimpleQueue()
+
+
 def _chatter(rt: Runtime) -> None:
-    """Log, now and then, a harmless message of the kind failures cause (see :mod:`phrases`)."""
+    """Now and then, a harmless message of the kind failures cause (see :mod:`phrases`).
+
+    The next request logs it inside its own trace (a request that then succeeds), as a
+    transient failure that a retry or a fallback absorbed would be; one no request took by
+    the next message is logged on its own.
+    """
     rng = random.Random()
     route = _CHATTER_ROUTES.get(rt.service, "/")
     upstreams = sorted(rt.config.get("upstreams", {}))
     db_user = str((rt.config.get("postgres") or {}).get("user", "shop"))
     while True:
         time.sleep(rng.expovariate(1 / CHATTER_MEAN_S))
-        level, msg, fields = rt.phrases.chatter(rng, route, upstreams, db_user)
+        with contextlib.suppress(queue.Empty):
+            while True:
+                level, msg, fields = _CHATTER.get_nowait()
+                rt.log(level, msg, **fields)
+        _CHATTER.put(rt.phrases.chatter(rng, route, upstreams, db_user))
+
+
+def _chatter_in_request(rt: Runtime, method: str, route: str) -> None:
+    """Log a waiting harmless message in the current request's trace, if one waits."""
+    with contextlib.suppress(queue.Empty):
+        level, msg, fields = _CHATTER.get_nowait()
+        if "route" in fields:
+            fields = {**fields, "method": method, "route": route}
         rt.log(level, msg, **fields)
 
 
