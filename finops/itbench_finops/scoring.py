@@ -160,13 +160,13 @@ def _explained(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bo
     """Whether a no-incident report names exactly the resources that explain the control."""
     want = {t.ids.get(name, name) for name in t.spec.truth.explained}
     got = {str(i).strip() for i in (t.submission.explained_by if t.submission else [])}
-    metrics["explanation"] = got == want
+    metrics["explanation"] = exact = got == want
     details["explained"] = {
         "expected": sorted(want),
         "missing": sorted(want - got),
         "unexpected": _capped(sorted(got - want)),
     }
-    return got == want
+    return exact
 
 
 def _all_fixed(t: Trial, metrics: dict[str, Any], details: dict[str, Any]) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import random
 import re
 from collections.abc import Callable
@@ -1918,8 +1919,13 @@ def in_namespace(fn: Factory, namespace: str) -> Factory:
     return apply
 
 
-def movable(check: K8sCheck) -> list[tuple[str, Factory]]:
-    """The check's violations that still violate, and only there, once moved to a namespace."""
+@functools.cache
+def movable(check_id: str) -> tuple[tuple[str, Factory], ...]:
+    """The check's violations that still violate, and only there, once moved to a namespace.
+
+    The same for every trial: computed once per check.
+    """
+    check = _BY_ID[check_id]
     out = []
     for label, fn in check.bad.items():
         probe = Cluster(random.Random(0))
@@ -1928,12 +1934,12 @@ def movable(check: K8sCheck) -> list[tuple[str, Factory]]:
         found = check.truth(probe.objects)
         if found and all(i.split("/")[1] == "waiver-probe" for i in found):
             out.append((label, fn))
-    return out
+    return tuple(out)
 
 
 def waivable(check_id: str) -> bool:
     """Whether waivers of namespaces can exempt the check's violations (they are namespaced)."""
-    return len(movable(_BY_ID[check_id])) >= 2
+    return len(movable(check_id)) >= 2
 
 
 def _variant(
@@ -2015,7 +2021,7 @@ def variants(
         if c != check_id
         for lbl, fn in list(_BY_ID[c].bad.items())
     ]
-    moves = movable(check) if waivers is not None else []
+    moves = movable(check_id) if waivers is not None else ()
     if len(moves) < 2:
         waivers = None
 

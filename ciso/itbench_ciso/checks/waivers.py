@@ -62,8 +62,6 @@ class Waivers:
         shape: Entry format (a key of :data:`FORMATS`).
         today: The audit date.
         phrasing: Index into :data:`PHRASINGS`.
-        active: Namespaces whose waiver still holds.
-        expired: Namespaces whose waiver has ended.
         until: Namespace -> last day of its waiver.
     """
 
@@ -73,9 +71,17 @@ class Waivers:
     shape: str
     today: date
     phrasing: int
-    active: tuple[str, ...]
-    expired: tuple[str, ...]
     until: dict[str, date] = field(default_factory=dict)
+
+    @property
+    def active(self) -> tuple[str, ...]:
+        """Namespaces whose waiver still holds today (in the order they were drawn)."""
+        return tuple(ns for ns, last in self.until.items() if last >= self.today)
+
+    @property
+    def expired(self) -> tuple[str, ...]:
+        """Namespaces whose waiver has ended (in the order they were drawn)."""
+        return tuple(ns for ns, last in self.until.items() if last < self.today)
 
     def sentence(self) -> str:
         """The requirement's sentence on waivers."""
@@ -114,9 +120,8 @@ def draw(rng: random.Random) -> Waivers:
     """A trial's waivers: two namespaces still waived, two whose waiver has expired."""
     today = date(2026, 1, 1) + timedelta(days=rng.randrange(365))
     names = rng.sample(WAIVED, 4)
-    active, expired = tuple(names[:2]), tuple(names[2:])
-    until = {ns: today + timedelta(days=rng.choice((0, 3, 30, 120))) for ns in active}
-    until |= {ns: today - timedelta(days=rng.choice((1, 9, 60))) for ns in expired}
+    until = {ns: today + timedelta(days=rng.choice((0, 3, 30, 120))) for ns in names[:2]}
+    until |= {ns: today - timedelta(days=rng.choice((1, 9, 60))) for ns in names[2:]}
     return Waivers(
         home=rng.choice(HOMES),
         name=rng.choice(NAMES),
@@ -124,8 +129,6 @@ def draw(rng: random.Random) -> Waivers:
         shape=rng.choice(sorted(FORMATS)),
         today=today,
         phrasing=rng.randrange(len(PHRASINGS)),
-        active=active,
-        expired=expired,
         until=until,
     )
 
