@@ -238,7 +238,7 @@ def export_run(run_dir: Path, out_dir: Path) -> Path:
 
     store = RunStore(run_dir)
     manifest = store.read_manifest()
-    log = build_log(manifest, store.results(manifest), store)
+    log = build_log(manifest, store.results(manifest, key=store.chain_key(manifest)), store)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{manifest.run_id}.eval"
     write_eval_log(log, str(path))

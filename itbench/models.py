@@ -276,6 +276,14 @@ class TrialResult(BaseModel):
     started_at: datetime
     finished_at: datetime
     versions: dict[str, str] = Field(default_factory=dict)
+    record_sha256: str | None = Field(
+        default=None,
+        description="sha256 of the trial's evaluation.json (None: the trial recorded none).",
+    )
+    chain: str = Field(
+        default="",
+        description="HMAC binding this line to its run and the lines before it (itbench.chain).",
+    )
 
     @field_validator("domain")
     @classmethod

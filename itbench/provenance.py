@@ -10,6 +10,7 @@ import os
 import platform
 import socket
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 from itbench.models import HostInfo
@@ -52,16 +53,90 @@ def code_dirs(host: PluginHost) -> dict[str, Path]:
     return out
 
 
+def _counts(parts: tuple[str, ...]) -> bool:
+    """Whether a file (its path's parts) is one :func:`tree_hash` covers."""
+    return "__pycache__" not in parts and parts[-1].endswith(_CODE_SUFFIXES)
+
+
+def _digest(files: Iterable[tuple[tuple[str, ...], bytes]]) -> str:
+    digest = hashlib.sha256()
+    for parts, content in sorted(files):
+        digest.update("/".join(parts).encode() + b"\0")
+        digest.update(content + b"\0")
+    return digest.hexdigest()
+
+
 def tree_hash(path: Path) -> str:
     """sha256 over the names and contents of a package's source and data files."""
-    digest = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(path.rglob("*"))
-    for f in files:
-        if "__pycache__" in f.parts or not f.is_file() or not f.name.endswith(_CODE_SUFFIXES):
+    if path.is_file():
+        return _digest([((path.name,), path.read_bytes())])
+    files = (f for f in path.rglob("*") if f.is_file() and _counts(f.relative_to(path).parts))
+    return _digest((f.relative_to(path).parts, f.read_bytes()) for f in files)
+
+
+def revision_hashes(revision: str, dirs: dict[str, Path]) -> dict[str, str]:
+    """:func:`tree_hash` of each package as committed at ``revision`` of this checkout.
+
+    Returns:
+        The hashes of the packages that lie inside this checkout, when it holds ``revision``
+        (none without a checkout or the revision).
+    """
+    top = _git(["rev-parse", "--show-toplevel"], _checkout())
+    if top is None or _git(["cat-file", "-e", f"{revision}^{{commit}}"], _checkout()) is None:
+        return {}
+    root = Path(top.strip()).resolve()
+    out = {}
+    for name, path in sorted(dirs.items()):
+        if not path.resolve().is_relative_to(root):
             continue
-        digest.update(str(f.relative_to(path) if f != path else f.name).encode() + b"\0")
-        digest.update(f.read_bytes() + b"\0")
-    return digest.hexdigest()
+        rel = path.resolve().relative_to(root)
+        files = _committed_files(root, revision, rel)
+        if files is None:
+            continue
+        if path.is_file():
+            out[name] = _digest([((path.name,), content) for _, content in files])
+        else:
+            out[name] = _digest((p.relative_to(rel).parts, c) for p, c in files if _counts(p.parts))
+    return out
+
+
+def in_checkout(path: Path) -> bool:
+    """Whether ``path`` lies inside the checkout itbench is installed from."""
+    top = _git(["rev-parse", "--show-toplevel"], _checkout())
+    return top is not None and path.resolve().is_relative_to(Path(top.strip()).resolve())
+
+
+def _committed_files(root: Path, revision: str, rel: Path) -> list[tuple[Path, bytes]] | None:
+    """Path and content of each file under ``rel`` at ``revision`` (one ``git cat-file``)."""
+    listing = _git(["ls-tree", "-r", "-z", revision, "--", str(rel)], root)
+    if listing is None:
+        return None
+    entries = []
+    for item in listing.split("\0"):
+        if not item:
+            continue
+        meta, name = item.split("\t", 1)
+        mode, kind, oid = meta.split()
+        if kind == "blob" and mode != "120000":
+            entries.append((Path(name), oid))
+    try:
+        proc = subprocess.run(
+            ["git", "cat-file", "--batch"],
+            input="".join(f"{oid}\n" for _, oid in entries).encode(),
+            capture_output=True,
+            timeout=60,
+            check=True,
+            cwd=root,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    out, data, at = [], proc.stdout, 0
+    for path, _ in entries:
+        header_end = data.index(b"\n", at)
+        size = int(data[at:header_end].split()[2])
+        out.append((path, data[header_end + 1 : header_end + 1 + size]))
+        at = header_end + 1 + size + 1
+    return out
 
 
 def code_hashes(dirs: dict[str, Path]) -> dict[str, str]:

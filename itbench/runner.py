@@ -250,6 +250,7 @@ class Runner:
         if resume:
             manifest = self.store.read_manifest()
             self.secret = self.store.read_secret(manifest.secret_sha256)
+            self.store.use_secret(self.secret, manifest)
             specs = [
                 self.bench.catalog.scenarios[s]
                 for s in manifest.scenario_ids
@@ -285,7 +286,10 @@ class Runner:
         if resume:
             # Everything is checked before the first change: a refused resume changes nothing.
             self.store.check_plan(manifest, [(t.trial_id, t.seed) for t in trials])
-            done = {r.trial_id for r in self.store.results(manifest)}
+            # Checked against the chain and the trials' records: an edited line is refused,
+            # never taken as done.
+            key = self.store.key
+            done = {r.trial_id for r in self.store.results(manifest, key=key)}
             self.store.repair()
         else:
             if self.store.results_path.exists() or self.store.manifest_path.exists():
@@ -293,6 +297,7 @@ class Runner:
             self.secret = self.store.create_secret()
             manifest = self.manifest(trials, specs)
             self.store.write_manifest(manifest)
+            self.store.use_secret(self.secret, manifest)
             done = set()
         self._record_path = register(self.run_dir, manifest.run_id)
         todo = [t for t in trials if t.trial_id not in done]
@@ -430,6 +435,7 @@ class Runner:
         """
         self._manifest = manifest
         self.secret = secret
+        self.store.use_secret(secret, manifest)
         self.labels = list(labels)
         self._versions = dict(manifest.packages)
         self._code_dirs = code_dirs(self.bench.host)
@@ -915,6 +921,7 @@ class TrialRun:
             started_at=started,
             finished_at=_now(),
             versions=self.runner._versions,
+            record_sha256=self.runner.store.record_sha256(self.handle),
         )
 
 

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from pydantic import ValidationError
 
+from itbench import chain
 from itbench.errors import RunDirError, validation_problem
-from itbench.models import RunManifest, TrialResult
+from itbench.models import RunManifest, TrialResult, TrialStatus
 
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
@@ -24,7 +27,11 @@ WORKSPACES = "workspaces"
 SECRET = "secret"
 #: The harness-only record in each trial directory that names its trial.
 TRIAL_RECORD = "trial.json"
+#: A trial's evaluation record, whose digest its results line carries.
+EVALUATION = "evaluation.json"
 STAGING_PREFIX = ".new-"
+#: A trial handle as the harness makes them (random hex): never a path.
+_HANDLE = re.compile(r"[0-9a-f]{1,64}")
 
 
 class RunStore:
@@ -37,6 +44,9 @@ class RunStore:
     Everything here is harness-only: the run directory is mode 0711 (its workspaces must be
     reachable for the sandbox), ``trials/`` 0700, the secret, manifest and results 0600.
     Trial and workspace directories are named by each trial's random handle.
+
+    Each line is chained to the lines before it with the run's chain key (:mod:`itbench.chain`)
+    and carries the digest of its trial's ``evaluation.json``; readers given the key check both.
     """
 
     def __init__(self, run_dir: Path) -> None:
@@ -45,6 +55,10 @@ class RunStore:
         self.manifest_path = run_dir / MANIFEST
         self.secret_path = run_dir / SECRET
         self._lock = threading.Lock()
+        #: The run's chain key (set by :meth:`use_secret`); appending needs it.
+        self.key: bytes | None = None
+        self._start = ""
+        self._head: str | None = None
 
     def trial_dir(self, handle: str) -> Path:
         """The harness-only artifact directory of a trial."""
@@ -116,6 +130,27 @@ class RunStore:
             )
         return secret
 
+    def use_secret(self, secret: bytes, manifest: RunManifest) -> None:
+        """Chain the lines this store appends with the key of the run's ``secret``."""
+        self.key = chain.chain_key(secret)
+        self._start = chain.start(self.key, manifest_fields(manifest))
+        self._head = None
+
+    def chain_key(self, manifest: RunManifest) -> bytes:
+        """The run's chain key, from its secret (checked against the manifest's hash).
+
+        Raises:
+            RunDirError: the secret is missing, malformed or not the manifest's.
+        """
+        return chain.chain_key(self.read_secret(manifest.secret_sha256))
+
+    def record_sha256(self, handle: str) -> str | None:
+        """The digest of a trial's ``evaluation.json``, or ``None`` when it has none."""
+        try:
+            return hashlib.sha256((self.trial_dir(handle) / EVALUATION).read_bytes()).hexdigest()
+        except OSError:
+            return None
+
     def write_manifest(self, manifest: RunManifest) -> None:
         """Write ``manifest.json`` atomically."""
         self._make_run_dir()
@@ -184,9 +219,19 @@ class RunStore:
             return
 
     def append(self, result: TrialResult) -> None:
-        """Append one result and make it durable."""
-        line = result.model_dump_json() + "\n"
+        """Append one result, chained to the lines before it, and make it durable.
+
+        Raises:
+            RuntimeError: no chain key (:meth:`use_secret` was not called).
+        """
+        if self.key is None:
+            raise RuntimeError("RunStore.append needs the run's chain key (use_secret)")
         with self._lock:
+            if self._head is None:
+                self._head = self._tail_link()
+            fields = json.loads(result.model_dump_json())
+            self._head = chain.link(self.key, self._head, fields)
+            line = result.model_copy(update={"chain": self._head}).model_dump_json() + "\n"
             self._make_run_dir()
             fd = os.open(self.results_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             with os.fdopen(fd, "a", encoding="utf-8") as fh:
@@ -194,11 +239,29 @@ class RunStore:
                 fh.flush()
                 os.fsync(fh.fileno())
 
-    def results(self, manifest: RunManifest | None = None) -> list[TrialResult]:
-        """Every result, one per trial id (see :meth:`iter_results`)."""
-        return list(self.iter_results(manifest))
+    def _tail_link(self) -> str:
+        """The link the next appended line follows: the last complete line's, or the start."""
+        last = self._start
+        with contextlib.suppress(FileNotFoundError), self.results_path.open("rb") as fh:
+            for raw in fh:
+                if raw.endswith(b"\n") and raw.strip():
+                    with contextlib.suppress(ValueError, AttributeError):
+                        last = str(json.loads(raw).get(chain.FIELD) or last)
+        return last
 
-    def iter_results(self, manifest: RunManifest | None = None) -> Iterator[TrialResult]:
+    def results(
+        self, manifest: RunManifest | None = None, *, key: bytes | None = None
+    ) -> list[TrialResult]:
+        """Every result, one per trial id (see :meth:`iter_results`)."""
+        return list(self.iter_results(manifest, key=key))
+
+    def iter_results(
+        self,
+        manifest: RunManifest | None = None,
+        *,
+        key: bytes | None = None,
+        records: bool = True,
+    ) -> Iterator[TrialResult]:
         """Each result in file order, read line by line (a large file is never held whole).
 
         A torn last line (no newline: the process died while writing it) is a trial that never
@@ -206,12 +269,19 @@ class RunStore:
 
         Args:
             manifest: When given, every line must name a trial of this manifest and its run.
+            key: The run's chain key: every line must follow the one before it (needs
+                ``manifest``). Lines are checked as they are read, so a caller that stops early
+                has checked only what it read.
+            records: With ``key``, also check each line against its trial's evaluation record
+                (its digest, and that a passed line's record says passed).
 
         Raises:
             RunDirError: a complete line that is not a valid result, a trial id recorded twice,
-                or (with ``manifest``) a trial or run the manifest does not hold.
+                (with ``manifest``) a trial or run the manifest does not hold, or (with ``key``)
+                a line off the chain or unlike its trial's record.
         """
         seen: set[str] = set()
+        previous = chain.start(key, manifest_fields(manifest)) if key and manifest else ""
         try:
             fh = self.results_path.open("rb")
         except FileNotFoundError:
@@ -237,8 +307,70 @@ class RunStore:
                         f"{self.results_path}:{number}: field 'run_id': {result.run_id!r} is not "
                         f"the manifest's run {manifest.run_id!r}"
                     )
+                if key is not None and manifest is not None:
+                    previous = self._check_link(key, previous, raw, number)
+                    if records:
+                        self._check_record(result, number)
                 seen.add(result.trial_id)
                 yield result
+
+    def _check_link(self, key: bytes, previous: str, raw: bytes, number: int) -> str:
+        """The line's link, after checking that it follows ``previous``."""
+        fields = json.loads(raw)
+        where = f"{self.results_path}:{number}: field '{chain.FIELD}'"
+        if not fields.get(chain.FIELD):
+            raise RunDirError(f"{where}: missing (a line not written by this run's harness)")
+        if not chain.verify(key, previous, fields):
+            raise RunDirError(
+                f"{where}: does not follow the manifest and the lines before it: this line or "
+                "the manifest was edited, or lines before it were removed, inserted or reordered"
+            )
+        return str(fields[chain.FIELD])
+
+    def _check_record(self, result: TrialResult, number: int) -> None:
+        """Check a line against its trial's ``evaluation.json``."""
+        where = f"{self.results_path}:{number}"
+        if not _HANDLE.fullmatch(result.handle):
+            if result.record_sha256 is not None or result.status is TrialStatus.passed:
+                raise RunDirError(f"{where}: field 'handle': {result.handle!r} is no trial handle")
+            return
+        path = self.trial_dir(result.handle) / EVALUATION
+        actual = self.record_sha256(result.handle)
+        if actual != result.record_sha256:
+            found = "missing" if actual is None else f"sha256 {actual[:12]}…"
+            raise RunDirError(
+                f"{where}: field 'record_sha256': {path} is {found}, not the record the line "
+                f"names ({(result.record_sha256 or 'none')[:12]})"
+            )
+        if result.status is TrialStatus.passed:
+            try:
+                passed = json.loads(path.read_bytes()).get("passed")
+            except (OSError, ValueError, AttributeError):
+                passed = None
+            if passed is not True:
+                raise RunDirError(
+                    f"{where}: field 'status': passed, but {path} does not say passed"
+                )
+
+
+#: Run options whose values are not published with a run (their names are).
+SECRET_OPTION = re.compile(r"key|token|secret|passw|credential|auth", re.IGNORECASE)
+
+
+def published_manifest(manifest: RunManifest) -> RunManifest:
+    """The manifest as a run is published: options that look like credentials redacted."""
+    options = {
+        k: ("<redacted>" if SECRET_OPTION.search(k) else v)
+        for k, v in manifest.config.options.items()
+    }
+    config = manifest.config.model_copy(update={"options": options})
+    return manifest.model_copy(update={"config": config})
+
+
+def manifest_fields(manifest: RunManifest) -> dict[str, Any]:
+    """The fields the results chain starts from: the published manifest's, as JSON values."""
+    fields: dict[str, Any] = json.loads(published_manifest(manifest).model_dump_json())
+    return fields
 
 
 def _reason(exc: BaseException) -> str:

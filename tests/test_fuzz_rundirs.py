@@ -117,10 +117,15 @@ def field_edits(draw: st.DrawFn, original: list[bytes]) -> bytes:
     return b"".join(lines)
 
 
-def _expected_error(data: bytes, run_id: str, planned: set[str]) -> bool:
-    """Whether a results file must be refused: a complete line not a result of this run, or a
-    trial recorded twice (a torn last line and blank lines are no results)."""
+def _expected_error(data: bytes, run_id: str, planned: set[str], original: list[bytes]) -> bool:
+    """Whether a results file must be refused: a complete line not a result of this run, a
+    trial recorded twice, or lines that are not the run's first lines as written (the results
+    chain: an edited value, a line removed or moved); a torn last line and blank lines are no
+    results."""
     seen: set[str] = set()
+    # Compared as canonical text: 1, 1.0 and true are equal in Python, not on the chain.
+    written = [json.dumps(json.loads(line), sort_keys=True) for line in original]
+    kept = 0
     for raw in data.splitlines(keepends=True):
         if not raw.endswith(b"\n") or not raw.strip():
             continue
@@ -130,6 +135,9 @@ def _expected_error(data: bytes, run_id: str, planned: set[str]) -> bool:
             return True
         if result.trial_id in seen or result.trial_id not in planned or result.run_id != run_id:
             return True
+        if kept >= len(written) or json.dumps(json.loads(raw), sort_keys=True) != written[kept]:
+            return True
+        kept += 1
         seen.add(result.trial_id)
     return False
 
@@ -208,7 +216,7 @@ def test_broken_results_are_refused_by_line_and_field_or_resumed_without_loss(
         st.one_of(broken_results(original, foreign), field_edits(original)), label="results"
     )
     (run / RESULTS).write_bytes(broken)
-    refuse = _expected_error(broken, _run_id(run), _planned(run))
+    refuse = _expected_error(broken, _run_id(run), _planned(run), original)
     before = _snapshot(run)
     # The report reads the same lines (a torn last one is no result).
     try:

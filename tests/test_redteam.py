@@ -222,3 +222,214 @@ def _diagnose(run: Path, rows: list[dict[str, Any]]) -> str:
         ]
         out.append(f"{row['scenario_id']}: {row['status']} {row['error']!r} {tail}")
     return "\n".join(out)
+
+
+# --- trust after the trial: records, leaderboard entries, verification ----------------------
+#
+# The submitter holds the run directory: these forgeries edit its files after the run, some
+# naively, some rebuilding the results chain with the run's own secret.
+
+
+def _toy(toy_bench: Any, out: Path, agent: str, trials: int = 1) -> Path:
+    from itbench.models import RunConfig
+    from itbench.runner import Runner
+
+    Runner(toy_bench, RunConfig(agent=agent, scenarios=["toy/*"], trials=trials), out).run()
+    return out
+
+
+def _rechain(run: Path, edit: Any = None) -> None:
+    """Rewrite a run's results chain with its own secret, after ``edit(manifest, lines)``."""
+    from itbench import chain
+    from itbench.store import RunStore, manifest_fields
+
+    store = RunStore(run)
+    manifest = json.loads(store.manifest_path.read_text())
+    lines = [json.loads(x) for x in store.results_path.read_text().splitlines()]
+    if edit is not None:
+        edit(manifest, lines)
+    store.manifest_path.write_text(json.dumps(manifest))
+    parsed = store.read_manifest()
+    key = store.chain_key(parsed)
+    head = chain.start(key, manifest_fields(parsed))
+    out = []
+    for line in lines:
+        head = chain.link(key, head, line)
+        out.append(json.dumps({**line, "chain": head}) + "\n")
+    store.results_path.write_text("".join(out))
+
+
+def _flip_to_passed(run: Path, *, records: bool) -> None:
+    """Every failed trial made passed; with ``records`` its evaluation.json too."""
+    for path in (run / "trials").glob("*/evaluation.json"):
+        if records:
+            data = json.loads(path.read_text())
+            path.write_text(json.dumps({**data, "passed": True}))
+
+    def edit(_: dict[str, Any], lines: list[dict[str, Any]]) -> None:
+        for line in lines:
+            if line["status"] == "failed":
+                line["status"] = "passed"
+            if records and line["handle"]:
+                evaluation = run / "trials" / line["handle"] / "evaluation.json"
+                line["record_sha256"] = hashlib.sha256(evaluation.read_bytes()).hexdigest()
+
+    _rechain(run, edit)
+
+
+def test_an_edited_results_line_is_refused_by_report_resume_and_add(
+    toy_bench: Any, tmp_path: Path
+) -> None:
+    """A failed line edited to passed: report, --resume and leaderboard add name line and field."""
+    from itbench.errors import RunDirError
+    from itbench.models import RunConfig
+    from itbench.report import frames
+    from itbench.report.leaderboard import add_run
+    from itbench.runner import Runner
+
+    run = _toy(toy_bench, tmp_path / "r", "noop")
+    path = run / "results.jsonl"
+    lines = path.read_text().splitlines()
+    n = next(i for i, x in enumerate(lines) if json.loads(x)["status"] == "failed")
+    lines[n] = lines[n].replace('"status":"failed"', '"status":"passed"')
+    path.write_text("".join(x + "\n" for x in lines))
+    before = path.read_bytes()
+    expected = f"results.jsonl:{n + 1}: field 'chain'"
+    with pytest.raises(RunDirError, match=expected):
+        frames([run])
+    with pytest.raises(RunDirError, match=expected):
+        Runner(toy_bench, RunConfig(agent="noop", scenarios=["toy/*"]), run).run(resume=True)
+    with pytest.raises(RunDirError, match=expected):
+        add_run(run, tmp_path / "board", "forged", "0.1.0", toy_bench, provenance=False)
+    assert path.read_bytes() == before and not (tmp_path / "board" / "runs" / "forged").exists()
+
+
+def test_a_rechained_line_still_disagrees_with_its_evaluation_record(
+    toy_bench: Any, tmp_path: Path
+) -> None:
+    """The chain rebuilt with the run's secret: the line's status is not its record's verdict."""
+    from itbench.errors import RunDirError
+    from itbench.report import frames
+    from itbench.report.leaderboard import add_run
+
+    run = _toy(toy_bench, tmp_path / "r", "noop")
+    _flip_to_passed(run, records=False)
+    with pytest.raises(RunDirError, match=r"results.jsonl:\d+: field 'status': passed, but"):
+        frames([run])
+    with pytest.raises(RunDirError, match="field 'status'"):
+        add_run(run, tmp_path / "board", "forged", "0.1.0", toy_bench, provenance=False)
+    # A removed record is no way out.
+    for path in (run / "trials").glob("*/evaluation.json"):
+        path.unlink()
+    with pytest.raises(RunDirError, match="field 'record_sha256'"):
+        frames([run])
+
+
+def test_an_edited_manifest_is_refused(toy_bench: Any, tmp_path: Path) -> None:
+    """Labels removed and the sandbox turned on in the manifest: the chain starts elsewhere;
+    rebuilt with the secret, the labels are not the agent's registration's."""
+    from itbench.errors import RunDirError
+    from itbench.report.leaderboard import add_run
+
+    run = _toy(toy_bench, tmp_path / "r", "toy/solver")
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["labels"] == ["unsandboxed"]
+    manifest.update(labels=[])
+    manifest["config"]["sandbox"] = "bwrap"
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RunDirError, match=r"results.jsonl:1: field 'chain'"):
+        add_run(run, tmp_path / "board", "a", "0.1.0", toy_bench, provenance=False)
+
+    def unlabel(_: dict[str, Any], lines: list[dict[str, Any]]) -> None:
+        for line in lines:
+            line["labels"] = []
+
+    _rechain(run, unlabel)
+    with pytest.raises(RunDirError, match=r"manifest.json: field 'labels': \[\] but agent"):
+        add_run(run, tmp_path / "board", "b", "0.1.0", toy_bench, provenance=False)
+
+
+def test_a_patched_scorer_or_dirty_tree_is_refused_by_add(toy_bench: Any, tmp_path: Path) -> None:
+    """A run whose package hashes are not its revision's source, or made from a dirty tree."""
+    from itbench.errors import RunDirError
+    from itbench.report.leaderboard import add_run
+
+    run = _toy(toy_bench, tmp_path / "r", "toy/solver")
+
+    def patched(manifest: dict[str, Any], _: list[dict[str, Any]]) -> None:
+        manifest.update(git_dirty=False)
+        manifest["package_hashes"]["itbench"] = "0" * 64
+
+    _rechain(run, patched)
+    with pytest.raises(RunDirError, match=r"field 'package_hashes.itbench': 000000000000… is not"):
+        add_run(run, tmp_path / "board", "a", "0.1.0", toy_bench)
+    _rechain(run, lambda manifest, _: manifest.update(git_dirty=True))
+    with pytest.raises(RunDirError, match="field 'git_dirty': the run was made from a tree"):
+        add_run(run, tmp_path / "board", "b", "0.1.0", toy_bench)
+
+
+def test_an_edited_committed_entry_is_refused_by_the_board(toy_bench: Any, tmp_path: Path) -> None:
+    """An entry's line edited and the summary's two sha256 recomputed: off the entry's chain."""
+    from itbench.report.leaderboard import add_run, build
+
+    run = _toy(toy_bench, tmp_path / "r", "noop")
+    board = tmp_path / "board"
+    entry = add_run(run, board, "noop", "0.1.0", toy_bench, provenance=False)
+    summary = json.loads((entry / "summary.json").read_text())
+    assert summary["chain_key"] and any("chain" in c for c in summary["checks"])
+    assert build(board, toy_bench.catalog.scenarios, toy_bench)[1] == []
+    results_file = entry / "results.jsonl"
+    results_file.write_text(results_file.read_text().replace('"failed"', '"passed"'))
+    for name, field in (("results.jsonl", "results_sha256"), ("manifest.json", "manifest_sha256")):
+        summary[field] = hashlib.sha256((entry / name).read_bytes()).hexdigest()
+    (entry / "summary.json").write_text(json.dumps(summary))
+    _, refused = build(board, toy_bench.catalog.scenarios, toy_bench)
+    assert len(refused) == 1 and "results.jsonl:1: field 'chain'" in refused[0], refused
+
+
+def test_verify_disputes_a_forged_entry_and_verifies_an_honest_one(
+    toy_bench: Any, tmp_path: Path
+) -> None:
+    """A forger with the secret rebuilds records and chain: every check of the files holds, and
+    only re-running trials shows the claim false."""
+    from itbench.report.leaderboard import add_run, build
+    from itbench.report.verify import verify_entry
+
+    board = tmp_path / "board"
+    forged = _toy(toy_bench, tmp_path / "forged", "noop", trials=3)
+    _flip_to_passed(forged, records=True)
+    add_run(forged, board, "forged", "0.1.0", toy_bench, provenance=False)
+    honest = _toy(toy_bench, tmp_path / "honest", "toy/solver", trials=2)
+    add_run(honest, board, "honest", "0.1.0", toy_bench, provenance=False)
+    files, refused = build(board, toy_bench.catalog.scenarios, toy_bench)
+    assert refused == []
+    rows = {r["entry"]: r for r in json.loads(files[board / "overall.json"])["rows"]}
+    assert rows["forged"]["pass_rate"] == 1.0 and rows["forged"]["verified"] == "unverified"
+    check = verify_entry(board / "runs" / "forged", toy_bench, 10, tmp_path / "v1")
+    assert check.status == "disputed", check
+    assert check.rerun == 10 and check.claimed_passed == 10 and check.p_value is not None
+    assert check.rerun_passed < 10
+    check = verify_entry(board / "runs" / "honest", toy_bench, 6, tmp_path / "v2")
+    assert check.status == "verified" and check.rerun_passed == check.claimed_passed == 6, check
+    files, _ = build(board, toy_bench.catalog.scenarios, toy_bench)
+    rows = {r["entry"]: r for r in json.loads(files[board / "overall.json"])["rows"]}
+    assert rows["forged"]["verified"] == "disputed" and rows["honest"]["verified"] == "verified"
+    assert "| disputed |" in files[board / "overall.md"]
+    # A verification of other files proves nothing: the entry replaced, it is unverified again.
+    (board / "runs" / "honest" / "verification.json").write_text(
+        (board / "runs" / "forged" / "verification.json")
+        .read_text()
+        .replace('"disputed"', '"verified"')
+    )
+    files, _ = build(board, toy_bench.catalog.scenarios, toy_bench)
+    rows = {r["entry"]: r for r in json.loads(files[board / "overall.json"])["rows"]}
+    assert rows["honest"]["verified"] == "unverified"
+
+
+def test_fisher_exact_test_matches_known_values() -> None:
+    from itbench.report.verify import fisher_greater
+
+    # 10 of 10 claimed against 2 of 10: C(12,10)/C(20,10).
+    assert fisher_greater(10, 10, 2, 10) == pytest.approx(66 / 184756)
+    assert fisher_greater(3, 10, 3, 10) > 0.5
+    assert fisher_greater(0, 5, 5, 5) == 1.0

@@ -68,7 +68,7 @@ def test_leaderboard_labels_agent_and_model_come_from_the_hashed_files(
 
     run = _run(toy_bench, tmp_path / "r", "oracle", ["toy/*"])
     board = tmp_path / "board"
-    entry = add_run(run, board, "oracle", "0.1.0")
+    entry = add_run(run, board, "oracle", "0.1.0", toy_bench, provenance=False)
     summary = json.loads((entry / "summary.json").read_text())
     summary.update(labels=[], agent="acme/agent-x", model="acme-7b")
     (entry / "summary.json").write_text(json.dumps(summary))
@@ -96,7 +96,11 @@ def test_leaderboard_marks_a_run_whose_planned_trials_are_missing(
     lines = path.read_text().splitlines()
     assert sorted(json.loads(x)["status"] for x in lines) == ["invalid"] * 3 + ["passed"]
     path.write_text("".join(x + "\n" for x in lines if json.loads(x)["status"] == "passed"))
-    add_run(run, tmp_path / "board", "cherry", "0.1.0")
+    try:
+        add_run(run, tmp_path / "board", "cherry", "0.1.0", toy_bench, provenance=False)
+    except RunDirError as exc:
+        assert "field 'chain'" in str(exc), exc  # lines removed: off the results chain
+        return
     _, data, refused = _board(toy_bench, tmp_path / "board")
     if refused:
         return
@@ -126,7 +130,7 @@ def test_leaderboard_shows_infrastructure_errors(
     monkeypatch.setattr(domain, "create_environment", flaky)
     run = _run(toy_bench, tmp_path / "r", "oracle", ["toy/*"])
     assert sorted(r["status"] for r in results(run)) == ["error"] * 3 + ["passed"]
-    add_run(run, tmp_path / "board", "flaky", "0.1.0")
+    add_run(run, tmp_path / "board", "flaky", "0.1.0", toy_bench, provenance=False)
     md, data, _ = _board(toy_bench, tmp_path / "board")
     [row] = data["rows"]
     header = next(line for line in md.splitlines() if line.startswith("| agent"))
@@ -146,8 +150,8 @@ def test_leaderboard_markdown_cannot_be_broken_by_a_model_name(
     board = tmp_path / "board"
     a = _run(toy_bench, tmp_path / "a", "oracle", ["toy/*"], options={"model": "gpt\n\n<!--"})
     b = _run(toy_bench, tmp_path / "b", "toy/solver", ["toy/*"])
-    add_run(a, board, "a", "0.1.0")
-    add_run(b, board, "b", "0.1.0")
+    add_run(a, board, "a", "0.1.0", toy_bench, provenance=False)
+    add_run(b, board, "b", "0.1.0", toy_bench, provenance=False)
     md, _, _ = _board(toy_bench, board)
     lines = md.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| agent"))
@@ -163,7 +167,7 @@ def test_leaderboard_does_not_call_the_in_process_oracle_sandboxed(
     from itbench.report.leaderboard import add_run
 
     run = _run(toy_bench, tmp_path / "r", "oracle", ["toy/healthy"])
-    add_run(run, tmp_path / "board", "oracle", "0.1.0")
+    add_run(run, tmp_path / "board", "oracle", "0.1.0", toy_bench, provenance=False)
     _, data, _ = _board(toy_bench, tmp_path / "board")
     assert data["rows"][0]["sandboxed"] is False
 
@@ -187,7 +191,7 @@ def test_leaderboard_writes_only_inside_its_directory(
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     board = tmp_path / "repo" / "leaderboards"
     try:
-        add_run(run, board, "evil", "0.1.0")
+        add_run(run, board, "evil", "0.1.0", toy_bench, provenance=False)
     except RunDirError:
         return  # refusing such a run at `add` is a fix too
     files, refused = build(board, toy_bench.catalog.scenarios)

@@ -219,5 +219,6 @@ def frames(run_dirs: Sequence[Path | str]) -> Frames:
                 f"({seen[manifest.run_id]})"
             )
         seen[manifest.run_id] = Path(run_dir)
-        runs.append((manifest, store.iter_results(manifest)))
+        # Every line is checked against the run's chain and its trial's evaluation record.
+        runs.append((manifest, store.iter_results(manifest, key=store.chain_key(manifest))))
     return frames_of(runs)

@@ -27,11 +27,12 @@ import hashlib
 import json
 import math
 import re
+import shlex
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
@@ -41,10 +42,23 @@ from itbench.catalog import catalog_versions
 from itbench.errors import RunDirError
 from itbench.models import Label, RunManifest, ScenarioSpec, TrialResult, TrialStatus
 from itbench.plan import trial_id_prefix
+from itbench.provenance import (
+    code_dirs,
+    code_hashes,
+    git_dirty,
+    in_checkout,
+    package_versions,
+    revision_hashes,
+)
 from itbench.report.dataset import frames_of
 from itbench.report.render import markdown_cell
 from itbench.report.tables import breakdown, fmt, problems_and_controls, summarize
-from itbench.store import MANIFEST, RESULTS, RunStore
+from itbench.report.verify import copy_agent, read_verification
+from itbench.runner import CORE_AGENTS
+from itbench.store import MANIFEST, RESULTS, RunStore, published_manifest
+
+if TYPE_CHECKING:
+    from itbench.bench import Bench
 
 RUNS = "runs"
 SUMMARY = "summary.json"
@@ -72,6 +86,17 @@ class RunSummary(BaseModel):
     results_sha256: str
     manifest_sha256: str
     catalog: dict[str, str] = Field(description="Catalog version per domain the run was scored on.")
+    chain_key: str = Field(
+        default="",
+        description="The run's results chain key (hex), so the board can check every line.",
+    )
+    checks: list[str] = Field(
+        default_factory=list, description="What `leaderboard add` checked before taking the run."
+    )
+
+
+#: Summary fields written by `leaderboard add` that the entry's files cannot give again.
+ADDED_FIELDS = ("chain_key", "checks")
 
 
 #: Names of entries: a plain directory name.
@@ -109,12 +134,20 @@ def summarize_run(name: str, entry: Path, version: str) -> RunSummary:
     )
 
 
-def add_run(run_dir: Path, board: Path, name: str, version: str) -> Path:
-    """Copy a run into ``board/runs/<name>/`` with its summary.
+def add_run(
+    run_dir: Path, board: Path, name: str, version: str, bench: Bench, *, provenance: bool = True
+) -> Path:
+    """Copy a run into ``board/runs/<name>/`` with its summary, after checking it.
+
+    Every line must follow the run's results chain and agree with its trial's evaluation
+    record; the labels must be those the agent's registration gives; with ``provenance``, the
+    run must come from committed code whose package hashes are those of its recorded revision
+    (see :func:`check_provenance`). The summary records each check.
 
     Raises:
-        RunDirError: not a run, results its manifest does not hold, no results, a bad name, or
-            an entry of that name exists.
+        RunDirError: not a run, results its manifest does not hold or off their chain, no
+            results, labels or code other than recorded, a bad name, or an entry of that
+            name exists.
     """
     if not ENTRY_NAME.fullmatch(name):
         raise RunDirError(
@@ -122,8 +155,14 @@ def add_run(run_dir: Path, board: Path, name: str, version: str) -> Path:
         )
     store = RunStore(run_dir)
     manifest = store.read_manifest()
-    if not any(True for _ in store.iter_results(manifest)):
+    key = store.chain_key(manifest)
+    results = list(store.iter_results(manifest, key=key))
+    if not results:
         raise RunDirError(f"{store.results_path}: no results to add")
+    checks = [f"{len(results)} results lines on the run's chain, each matching its trial's record"]
+    checks.append(check_labels(bench, manifest, results, store.manifest_path))
+    if provenance:
+        checks += check_provenance(bench, manifest, store.manifest_path)
     with RunLock(run_dir):  # a run still in progress is not published
         pass
     entry = board / RUNS / name
@@ -131,11 +170,18 @@ def add_run(run_dir: Path, board: Path, name: str, version: str) -> Path:
         raise RunDirError(f"{entry}: a leaderboard entry of that name exists")
     entry.mkdir(parents=True)
     try:
-        _publish_manifest(manifest, entry / MANIFEST)
+        program = _agent_program(manifest)
+        if program is not None:
+            checks.append(copy_agent(program, entry))
+        (entry / MANIFEST).write_text(
+            published_manifest(manifest).model_dump_json(indent=2), encoding="utf-8"
+        )
         # Only complete lines: a torn last line is no result.
         lines = store.results_path.read_bytes().split(b"\n")[:-1]
         (entry / RESULTS).write_bytes(b"".join(line + b"\n" for line in lines if line.strip()))
-        summary = summarize_run(name, entry, version)
+        summary = summarize_run(name, entry, version).model_copy(
+            update={"chain_key": key.hex(), "checks": checks}
+        )
     except BaseException:
         shutil.rmtree(entry, ignore_errors=True)
         raise
@@ -143,19 +189,115 @@ def add_run(run_dir: Path, board: Path, name: str, version: str) -> Path:
     return entry
 
 
-#: Run options whose values are not published with an entry (their names are).
-SECRET_OPTION = re.compile(r"key|token|secret|passw|credential|auth", re.IGNORECASE)
+def _agent_program(manifest: RunManifest) -> Path | None:
+    """The program directory of a run's ``command`` agent (``None`` for other agents)."""
+    from itbench.command import AGENT_DIR_OPTION, COMMAND_OPTION
+    from itbench.sandbox import agent_dir_for
+
+    if manifest.config.agent != "command":
+        return None
+    options = manifest.config.options
+    if options.get(AGENT_DIR_OPTION):
+        return Path(str(options[AGENT_DIR_OPTION]))
+    command = options.get(COMMAND_OPTION)
+    argv = shlex.split(command) if isinstance(command, str) else [str(c) for c in command or []]
+    return agent_dir_for(argv)
 
 
-def _publish_manifest(manifest: RunManifest, path: Path) -> None:
-    """Write the manifest of an entry: options that look like credentials are redacted."""
-    options = {
-        k: ("<redacted>" if SECRET_OPTION.search(k) else v)
-        for k, v in manifest.config.options.items()
-    }
-    config = manifest.config.model_copy(update={"options": options})
-    published = manifest.model_copy(update={"config": config})
-    path.write_text(published.model_dump_json(indent=2), encoding="utf-8")
+def registered_labels(bench: Bench, manifest: RunManifest) -> list[Label] | None:
+    """The labels the run's agent earns by its registration here (``None``: not registered)."""
+    spec = bench.agents.get(manifest.config.agent)
+    if spec is None:
+        return None
+    core = bench.owners.get(("agent", spec.name)) == CORE_AGENTS
+    return spec.labels(manifest.config.sandbox, core=core)
+
+
+def check_labels(
+    bench: Bench, manifest: RunManifest, results: list[TrialResult], where: Path
+) -> str:
+    """Check the run's labels against its agent's registration; what was checked.
+
+    An in-process agent is unsandboxed, a reference agent a reference, whatever its files say.
+
+    Raises:
+        RunDirError: the agent is not registered here, or the labels are not the ones its
+            registration gives.
+    """
+    expected = registered_labels(bench, manifest)
+    agent = manifest.config.agent
+    if expected is None:
+        raise RunDirError(
+            f"{where}: field 'config.agent': agent {agent!r} is not registered here, so its "
+            "labels cannot be checked (install the plugin that registers it)"
+        )
+    if set(manifest.labels) != set(expected):
+        raise RunDirError(
+            f"{where}: field 'labels': {sorted(manifest.labels)} but agent {agent!r} run with "
+            f"sandbox {manifest.config.sandbox!r} is {sorted(expected)} by its registration"
+        )
+    for r in results:
+        if not set(expected) <= set(r.labels):
+            raise RunDirError(
+                f"{where.parent / RESULTS}: trial {r.trial_id!r}: field 'labels': lacks "
+                f"{sorted(set(expected) - set(r.labels))} that its agent's registration gives"
+            )
+    return f"labels {sorted(str(x) for x in expected)} from the registration of agent {agent!r}"
+
+
+def check_provenance(bench: Bench, manifest: RunManifest, where: Path) -> list[str]:
+    """Check that the run's code is committed source; what was checked.
+
+    The run must come from a tree without uncommitted changes, and each package's hash must be
+    the hash of that package as committed at the run's recorded revision (or, when this
+    checkout does not hold that revision, the installed package's at the same version).
+
+    Raises:
+        RunDirError: a dirty tree, a package hash other than the source's, or a run whose
+            code this installation cannot check.
+    """
+    if manifest.git_dirty:
+        raise RunDirError(
+            f"{where}: field 'git_dirty': the run was made from a tree with uncommitted "
+            "changes; a leaderboard takes runs of committed code only"
+        )
+    dirs = code_dirs(bench.host)
+    unknown = sorted(set(manifest.package_hashes) - set(dirs))
+    if unknown:
+        raise RunDirError(
+            f"{where}: field 'package_hashes': packages {unknown} are not installed here, so "
+            "their code cannot be checked"
+        )
+    ran = {n: dirs[n] for n in manifest.package_hashes}
+    revision = manifest.git_revision or ""
+    committed = revision_hashes(revision, ran) if revision else {}
+    versions = package_versions(bench.host)
+    installed: dict[str, str] | None = None
+    sources = set()
+    for name, recorded in sorted(manifest.package_hashes.items()):
+        if name in committed:
+            expected, source = committed[name], f"the source committed at {revision[:12]}"
+        else:
+            # Not in this checkout at that revision: the installed package of the same version.
+            differ = [k for k, v in manifest.packages.items() if k in versions and versions[k] != v]
+            if differ or (in_checkout(ran[name]) and git_dirty()):
+                raise RunDirError(
+                    f"{where}: field 'package_hashes.{name}': neither its recorded revision "
+                    f"{revision[:12] or '(none)'} nor an unmodified installation of the same "
+                    "version is here, so the run's code cannot be checked"
+                )
+            installed = installed if installed is not None else code_hashes(ran)
+            expected, source = installed[name], "the installed package of the same version"
+        if expected != recorded:
+            raise RunDirError(
+                f"{where}: field 'package_hashes.{name}': {recorded[:12]}… is not the hash of "
+                f"{source} ({expected[:12]}…): the run's code was changed"
+            )
+        sources.add(source)
+    return [
+        "made from a tree without uncommitted changes",
+        f"package hashes of {', '.join(sorted(ran))} match {' and '.join(sorted(sources))}",
+    ]
 
 
 @dataclass
@@ -166,6 +308,8 @@ class Entry:
     manifest: RunManifest
     results: list[TrialResult]
     notes: list[str] = field(default_factory=list)
+    #: ``verified``, ``disputed`` or ``unverified`` (see :mod:`itbench.report.verify`).
+    verified: str = "unverified"
 
 
 def _validation_reason(exc: ValidationError) -> str:
@@ -244,8 +388,15 @@ def _notes(
     return notes
 
 
-def load_entries(board: Path, catalog: Mapping[str, ScenarioSpec]) -> tuple[list[Entry], list[str]]:
-    """The entries of ``board/runs/`` that pass their checks, and why the others were refused."""
+def load_entries(
+    board: Path, catalog: Mapping[str, ScenarioSpec], bench: Bench | None = None
+) -> tuple[list[Entry], list[str]]:
+    """The entries of ``board/runs/`` that pass their checks, and why the others were refused.
+
+    Each entry's files must match the hashes its summary records and every results line must
+    follow the entry's chain; with ``bench``, the labels must be those its agent's registration
+    gives (when the agent is registered here).
+    """
     entries, refused = [], []
     root = board / RUNS
     for entry in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
@@ -263,21 +414,40 @@ def load_entries(board: Path, catalog: Mapping[str, ScenarioSpec]) -> tuple[list
             continue
         try:
             derived = summarize_run(entry.name, entry, summary.itbench_version)
-        except RunDirError as exc:
+            store = RunStore(entry)
+            manifest = store.read_manifest()
+            key = bytes.fromhex(summary.chain_key) if summary.chain_key else None
+            if key is None:
+                raise RunDirError(f"{entry / SUMMARY}: field 'chain_key': missing")
+            results = list(store.iter_results(manifest, key=key, records=False))
+        except (RunDirError, ValueError) as exc:
             refused.append(str(exc))
             continue
-        differ = [f for f in RunSummary.model_fields if getattr(derived, f) != getattr(summary, f)]
+        differ = [
+            f
+            for f in RunSummary.model_fields
+            if f not in ADDED_FIELDS and getattr(derived, f) != getattr(summary, f)
+        ]
         if differ:
             refused.append(
                 f"{entry / SUMMARY}: disagrees with the run's files in {', '.join(differ)}"
             )
             continue
-        store = RunStore(entry)
-        manifest = store.read_manifest()
-        results = list(store.iter_results(manifest))
+        if bench is not None:
+            try:
+                check_labels(bench, manifest, results, entry / MANIFEST)
+            except RunDirError as exc:
+                refused.append(str(exc))
+                continue
         missing = _missing(manifest, results)
         notes = _notes(summary, manifest, results, len(missing), catalog)
-        entries.append(Entry(summary, manifest, results + missing, notes))
+        check = read_verification(entry)
+        # A verification of other files (the entry was replaced since) proves nothing.
+        verified = (
+            check.status if check and check.results_sha256 == summary.results_sha256 else None
+        )
+        entry_ = Entry(summary, manifest, results + missing, notes, verified or "unverified")
+        entries.append(entry_)
     return entries, refused
 
 
@@ -329,6 +499,7 @@ def _rows(entries: list[Entry], domain: str | None) -> list[dict[str, Any]]:
                 "itbench_version": e.summary.itbench_version,
                 # In-process agents (unsandboxed) and reference agents ran inside the harness.
                 "sandboxed": not ({Label.unsandboxed, Label.reference} & set(e.summary.labels)),
+                "verified": e.verified,
                 "notes": e.notes,
             }
         )
@@ -339,7 +510,8 @@ def _rows(entries: list[Entry], domain: str | None) -> list[dict[str, Any]]:
 def _markdown(board: str, rows: list[dict[str, Any]]) -> str:
     tasks = sorted({t for r in rows for t in r["task_types"]})
     header = ["agent", "model", "trials", "errors", "pass rate ± SE", "95% CI", *tasks]
-    header += ["TTD s", "TTM s", "tokens", "cost $", "date", "itbench", "sandboxed", "notes"]
+    header += ["TTD s", "TTM s", "tokens", "cost $", "date", "itbench", "sandboxed", "verified"]
+    header.append("notes")
     lines = [
         f"# Leaderboard: {board}",
         "",
@@ -357,7 +529,7 @@ def _markdown(board: str, rows: list[dict[str, Any]]) -> str:
         cells += [fmt(r["task_types"].get(t), 2) for t in tasks]
         cells += [fmt(r["time_to_detect"], 1), fmt(r["time_to_mitigate"], 1)]
         cells += [fmt(r["tokens"], 0), fmt(r["cost_usd"], 2), r["date"], r["itbench_version"]]
-        cells += ["yes" if r["sandboxed"] else "no", ", ".join(r["notes"]) or "–"]
+        cells += ["yes" if r["sandboxed"] else "no", r["verified"], ", ".join(r["notes"]) or "–"]
         lines.append("| " + " | ".join(markdown_cell(c) for c in cells) + " |")
     if not rows:
         lines.append("")
@@ -376,7 +548,9 @@ def boards(entries: list[Entry]) -> dict[str, tuple[str, str]]:
     return out
 
 
-def build(board: Path, catalog: Mapping[str, ScenarioSpec]) -> tuple[dict[Path, str], list[str]]:
+def build(
+    board: Path, catalog: Mapping[str, ScenarioSpec], bench: Bench | None = None
+) -> tuple[dict[Path, str], list[str]]:
     """The files of a leaderboard directory, by path, and the refused entries' reasons.
 
     Raises:
@@ -384,7 +558,7 @@ def build(board: Path, catalog: Mapping[str, ScenarioSpec]) -> tuple[dict[Path, 
     """
     if not board.is_dir():
         raise RunDirError(f"{board}: no such leaderboard directory")
-    entries, refused = load_entries(board, catalog)
+    entries, refused = load_entries(board, catalog, bench)
     files: dict[Path, str] = {}
     for name, (md, js) in boards(entries).items():
         files[board / f"{name}.md"] = md
