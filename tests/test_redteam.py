@@ -377,6 +377,7 @@ def test_an_edited_committed_entry_is_refused_by_the_board(toy_bench: Any, tmp_p
     entry = add_run(run, board, "noop", "0.1.0", toy_bench, provenance=False)
     summary = json.loads((entry / "summary.json").read_text())
     assert summary["chain_key"] and any("chain" in c for c in summary["checks"])
+    assert summary["reproduce"].startswith("itbench evaluate --agent noop -s 'toy/*' --trials 1")
     assert build(board, toy_bench.catalog.scenarios, toy_bench)[1] == []
     results_file = entry / "results.jsonl"
     results_file.write_text(results_file.read_text().replace('"failed"', '"passed"'))

@@ -86,6 +86,9 @@ class RunSummary(BaseModel):
     results_sha256: str
     manifest_sha256: str
     catalog: dict[str, str] = Field(description="Catalog version per domain the run was scored on.")
+    reproduce: str = Field(
+        default="", description="The command that runs the entry's trials again (new draws)."
+    )
     chain_key: str = Field(
         default="",
         description="The run's results chain key (hex), so the board can check every line.",
@@ -131,7 +134,36 @@ def summarize_run(name: str, entry: Path, version: str) -> RunSummary:
         results_sha256=sha256_of(entry / RESULTS),
         manifest_sha256=sha256_of(entry / MANIFEST),
         catalog=dict(manifest.catalog_versions),
+        reproduce=reproduce_command(manifest),
     )
+
+
+def reproduce_command(manifest: RunManifest) -> str:
+    """The ``itbench evaluate`` command line of a run's settings (credentials left redacted)."""
+    c = published_manifest(manifest).config
+    words = ["itbench", "evaluate", "--agent", c.agent]
+    for pattern in c.scenarios:
+        words += ["-s", pattern]
+    for flag, values in (("--tag", c.tags), ("--domain", c.domains)):
+        for value in values:
+            words += [flag, value]
+    for level in c.complexity:
+        words += ["--complexity", str(level)]
+    words += ["--trials", str(c.trials), "--seed", str(c.seed), "--workers", str(c.workers)]
+    if c.timeout is not None:
+        words += ["--timeout", f"{c.timeout:g}"]
+    if c.executor != "local":
+        words += ["--executor", c.executor]
+    if c.sandbox != "bwrap":
+        words += ["--sandbox", c.sandbox]
+    for module in c.plugins:
+        words += ["--plugin", module]
+    for path in c.scenario_paths:
+        words += ["--scenario-path", path]
+    for key, value in sorted(c.options.items()):
+        text = value if isinstance(value, str) else json.dumps(value)
+        words += ["--option", f"{key}={text}"]
+    return shlex.join(words)
 
 
 def add_run(
@@ -500,6 +532,7 @@ def _rows(entries: list[Entry], domain: str | None) -> list[dict[str, Any]]:
                 # In-process agents (unsandboxed) and reference agents ran inside the harness.
                 "sandboxed": not ({Label.unsandboxed, Label.reference} & set(e.summary.labels)),
                 "verified": e.verified,
+                "reproduce": e.summary.reproduce,
                 "notes": e.notes,
             }
         )
