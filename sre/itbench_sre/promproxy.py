@@ -119,6 +119,12 @@ def timed_request(
     return target, _form(body.decode("latin-1"), timeout).encode("latin-1")
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # A client's parallel connections are not dropped at the door (the default is five).
+    request_queue_size = 64
+
+
 class PrometheusProxy:
     """The agent's read-only lane to one Prometheus.
 
@@ -156,8 +162,7 @@ class PrometheusProxy:
 
     def start(self) -> None:
         """Serve in a daemon thread of the harness."""
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.listen_port), self._handler())
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", self.listen_port), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
