@@ -64,9 +64,9 @@ class Environment(ABC):
     """A live environment for one trial.
 
     The runner calls, in order: :meth:`setup`, :meth:`inject`, :meth:`wait_observable`, then
-    :meth:`agent_started` and hands :meth:`tools` to the agent, asks the domain to evaluate,
-    and always calls :meth:`teardown` (also after a failure in any earlier step, Ctrl-C or an
-    agent hang).
+    :meth:`agent_started` and hands :meth:`tools` to the agent, calls :meth:`agent_finished`
+    once the agent's turn is over, asks the domain to evaluate, and always calls
+    :meth:`teardown` (also after a failure in any earlier step, Ctrl-C or an agent hang).
     Any step may raise :class:`InfrastructureError`.
     """
 
@@ -82,6 +82,21 @@ class Environment(ABC):
         The start of the agent's clock: environments that time detection or mitigation note
         the time here.
         """
+
+    def agent_finished(self) -> list[str]:
+        """Called once the agent's turn is over, before the integrity checks and the evaluation.
+
+        The agent's program and its sandbox are gone and its toolbox is closed. An environment
+        that relays the agent to a server (a read-only API in front of its monitoring, say)
+        stops the relay here: it refuses every further request and aborts those in flight, so
+        nothing the agent left behind competes with the evaluator.
+
+        Returns:
+            What the agent left in flight (``"3 request(s) to Prometheus in flight"``), empty
+            when nothing. An evaluation that fails after the agent left something makes the
+            trial ``invalid`` with these reasons, never an ``error``.
+        """
+        return []
 
     def wait_observable(self, timeout: float) -> None:  # noqa: B027 - optional step
         """Block until the fault is observable (for example its alert fires).

@@ -2,7 +2,9 @@
 
 The server speaks streamable HTTP on an ephemeral port of 127.0.0.1 at ``/mcp``; every request
 must carry the trial's token (``Authorization: Bearer <token>``), anything else is answered
-401 before the MCP layer sees it. Tool calls go through the trial's toolbox, so they are
+401 before the MCP layer sees it. A request body is at most :data:`MAX_BODY` bytes with a
+``Content-Length`` (a larger or chunked one is refused from its headers, unread), and at most
+:data:`MAX_CONCURRENT` requests are served at once. Tool calls go through the trial's toolbox, so they are
 validated, journaled and refused after the deadline like any other; ``submit`` validates the
 answer against the domain's submission and keeps the last accepted one
 (:mod:`itbench.submit`). The server's instructions state the task (goal, task types, time limit,
@@ -31,6 +33,7 @@ from itbench.prompts import task_message
 from itbench.redact import NOTHING, Redactor
 from itbench.submit import Submitter
 from itbench.tools import Toolbox, _jsonable
+from itbench.toolserver import MAX_BODY as TOOL_MAX_BODY
 from itbench.trajectory import EventStep, Step
 
 if TYPE_CHECKING:
@@ -46,6 +49,10 @@ if TYPE_CHECKING:
 #: Environment variable of the endpoint's URL for a program (its token is ``ITBENCH_TOOLS_TOKEN``).
 URL_ENV = "ITBENCH_MCP_URL"
 PATH = "/mcp"
+#: Largest request body, in bytes (the tool server's cap: the same calls arrive either way).
+MAX_BODY = TOOL_MAX_BODY
+#: Requests served at once; more are answered 503 (bodies held at once are bounded too).
+MAX_CONCURRENT = 16
 #: Seconds the server may take to start and to stop.
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 5.0
@@ -65,6 +72,70 @@ def quiet_sdk() -> None:
             sdk.addHandler(logging.NullHandler())
 
 
+async def _answer(send: Any, status: int, error: str) -> None:
+    """Send a whole JSON error answer through ASGI ``send``."""
+    body = json.dumps({"error": error}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _body_problem(headers: list[tuple[bytes, bytes]]) -> tuple[int, str] | None:
+    """Why a request's announced body is refused before any of it is read, or ``None``."""
+    if any(k == b"transfer-encoding" for k, _ in headers):
+        return 411, "chunked bodies are not accepted: send a Content-Length"
+    lengths = [v.strip() for k, v in headers if k == b"content-length"]
+    if len(lengths) > 1:
+        return 400, "more than one Content-Length"
+    if not lengths:
+        return None
+    raw = lengths[0]
+    if not (raw.isascii() and raw.isdigit()):
+        return 400, "Content-Length must be a number of bytes"
+    if len(raw) > len(str(MAX_BODY)) or int(raw) > MAX_BODY:
+        return 413, f"request too large: at most {MAX_BODY} bytes"
+    return None
+
+
+class _Limits:
+    """ASGI middleware: bodies of at most :data:`MAX_BODY` bytes, :data:`MAX_CONCURRENT` at once.
+
+    Both are decided from the headers, before the web server reads a byte of the body (it
+    stops reading a connection whose body nobody asks for).
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.active = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        problem = _body_problem(scope["headers"])
+        if problem is not None:
+            await _answer(send, *problem)
+            return
+        # One event loop runs every request: the count needs no lock.
+        if self.active >= MAX_CONCURRENT:
+            await _answer(send, 503, "too many requests at once")
+            return
+        self.active += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.active -= 1
+
+
 class _TokenGuard:
     """ASGI middleware: 401 for an HTTP request without the trial's bearer token."""
 
@@ -76,18 +147,7 @@ class _TokenGuard:
         if scope["type"] == "http":
             given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
             if not hmac.compare_digest(given, self.expected):
-                body = json.dumps({"error": "missing or wrong token"}).encode()
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
+                await _answer(send, 401, "missing or wrong token")
                 return
         await self.app(scope, receive, send)
 
@@ -223,7 +283,9 @@ class McpServer:
         import uvicorn
 
         quiet_sdk()
-        app = _TokenGuard(self._server().streamable_http_app(json_response=True), self.token)
+        app = _Limits(
+            _TokenGuard(self._server().streamable_http_app(json_response=True), self.token)
+        )
         config = uvicorn.Config(
             app,
             log_level="critical",

@@ -65,6 +65,8 @@ PROBLEMS_FILE = "plugin-problems.json"
 DEFAULT_READY_TIMEOUT = 120.0
 #: Seconds an agent past its time limit (or cancelled) gets to stop what it started.
 AGENT_STOP_GRACE = 10.0
+#: Seconds the tool calls still running when the agent's turn ends get to return.
+TURN_DRAIN = 5.0
 #: Where each workspace gets a neutral alias, so the path an agent sees names no run directory.
 WORKSPACE_ALIASES = Path("/tmp/itbench-workspaces")
 
@@ -638,6 +640,8 @@ class TrialRun:
         self.sandboxed: bool | None = None
         #: What the trial drew from the scenario's declared sets (see ``Domain.draw``).
         self.drawn: dict[str, Any] = {}
+        #: What the agent left in flight when its turn ended (see ``Environment.agent_finished``).
+        self.leftovers: list[str] = []
         self.handle = secrets.token_hex(8)
         self.trial_dir = runner.store.trial_dir(self.handle)
         self.real_workspace = runner.store.workspace(self.handle)
@@ -688,6 +692,7 @@ class TrialRun:
             self._phase("ready", lambda: env.wait_observable(ready_timeout))
             before = env.fingerprint()
             submission = self._run_agent(env, ctx)
+            self._end_turn(env)
             try:
                 self._check_integrity(env, before)
             except IntegrityError:
@@ -697,6 +702,7 @@ class TrialRun:
                 # infrastructure (an error would drop the trial from every score).
                 raise IntegrityError(
                     f"the integrity checks failed: {type(exc).__name__}: {exc}"
+                    + self._left_in_flight()
                 ) from exc
             evaluation = self._phase("evaluate", lambda: self._evaluate(env, submission, ctx))
             self.metrics = dict(evaluation.metrics)
@@ -751,6 +757,25 @@ class TrialRun:
         trajectory.save(self.trial_dir, result, self.agent, calls)
         return result
 
+    def _end_turn(self, env: Environment) -> None:
+        """Shut every way the agent had into the environment before anything is judged.
+
+        The toolbox refuses further calls and the environment stops its relays (aborting the
+        agent's requests in flight); tool calls still running get :data:`TURN_DRAIN` seconds to
+        return. What remains in flight is kept in :attr:`leftovers`.
+        """
+        assert self.toolbox is not None
+        self.toolbox.close()
+        self.leftovers = list(env.agent_finished())
+        if not self.toolbox.wait_idle(TURN_DRAIN):
+            self.leftovers.append(f"{self.toolbox.running} tool call(s) still running")
+
+    def _left_in_flight(self) -> str:
+        """`` (the agent left ... in flight)`` when it did, else nothing."""
+        if not self.leftovers:
+            return ""
+        return f" (at the end of its turn the agent left: {', '.join(self.leftovers)})"
+
     def _check_integrity(self, env: Environment, before: dict[str, str]) -> None:
         """After the agent's turn: harness servers, evaluator inputs and scoring code intact.
 
@@ -768,7 +793,7 @@ class TrialRun:
         if code:
             problems.append(f"scoring code changed since the run started: {', '.join(code)}")
         if problems:
-            raise IntegrityError("; ".join(problems))
+            raise IntegrityError("; ".join(problems) + self._left_in_flight())
 
     def _evaluate(self, env: Environment, submission: Submission | None, ctx: TrialContext) -> Any:
         assert self.toolbox is not None
@@ -784,6 +809,12 @@ class TrialRun:
                 problems = [f"the harness's servers cannot be checked: {check!r}"]
             if problems:
                 raise IntegrityError("; ".join(problems)) from exc
+            if self.leftovers:
+                # Load the agent left may be why the evaluator could not measure: an error
+                # would drop the trial from every score.
+                raise IntegrityError(
+                    f"the evaluation failed: {type(exc).__name__}: {exc}{self._left_in_flight()}"
+                ) from exc
             raise
 
     def _run_agent(self, env: Environment, ctx: TrialContext) -> Submission | None:

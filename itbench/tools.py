@@ -117,6 +117,9 @@ class Toolbox:
     _closed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
     first_call_at: float | None = None
+    #: Calls started and not yet returned; notified when one returns.
+    _running: int = 0
+    _returned: threading.Condition = field(default_factory=threading.Condition)
 
     @classmethod
     def of(cls, tools: list[Tool], **kwargs: Any) -> Toolbox:
@@ -134,12 +137,23 @@ class Toolbox:
 
     def close(self) -> None:
         """Refuse every further call (used when the agent's time is up)."""
-        self._closed = True
+        with self._returned:
+            self._closed = True
 
     @property
     def closed(self) -> bool:
         """Whether calls are refused."""
         return self._closed
+
+    @property
+    def running(self) -> int:
+        """Calls started and not yet returned (threads of the agent may still be in one)."""
+        return self._running
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no call runs, at most ``timeout`` seconds; whether none runs."""
+        with self._returned:
+            return self._returned.wait_for(lambda: self._running == 0, timeout)
 
     @property
     def action_calls(self) -> list[ToolCall]:
@@ -153,10 +167,12 @@ class Toolbox:
             ToolError: unknown tool, invalid arguments, deadline passed, toolbox closed, or the
                 tool itself failed.
         """
-        if self._closed:
-            raise ToolError("the trial's time is up: tools are closed")
-        if self.deadline is not None and time.time() > self.deadline:
-            raise ToolError("deadline passed: tools are closed")
+        with self._returned:  # with close(): a call that starts is seen by wait_idle
+            if self._closed:
+                raise ToolError("the trial's time is up: tools are closed")
+            if self.deadline is not None and time.time() > self.deadline:
+                raise ToolError("deadline passed: tools are closed")
+            self._running += 1
         start = time.time()
         if self.first_call_at is None:
             self.first_call_at = start
@@ -182,7 +198,12 @@ class Toolbox:
             error = str(exc)
             raise
         finally:
-            self._record(name, arguments, start, ok, result, error)
+            try:
+                self._record(name, arguments, start, ok, result, error)
+            finally:
+                with self._returned:
+                    self._running -= 1
+                    self._returned.notify_all()
 
     def _record(
         self,

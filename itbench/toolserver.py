@@ -111,15 +111,19 @@ class _HTTPServer(ThreadingHTTPServer):
     def __init__(self, owner: ToolServer) -> None:
         self.owner = owner
         self._slots = threading.BoundedSemaphore(MAX_CONCURRENT)
+        self._live: set[socket.socket] = set()
+        self._live_lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _Handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """Serve in a thread, never more than :data:`MAX_CONCURRENT` at once."""
         self._slots.acquire()
+        with self._live_lock:
+            self._live.add(request)
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._forget(request)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
@@ -127,7 +131,20 @@ class _HTTPServer(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._forget(request)
+
+    def _forget(self, request: socket.socket) -> None:
+        with self._live_lock:
+            self._live.discard(request)
+        self._slots.release()
+
+    def hang_up(self) -> None:
+        """Shut the connections of the requests being served: their answers go nowhere."""
+        with self._live_lock:
+            live = list(self._live)
+        for sock in live:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Drop the connection quietly: the harness's output is not the client's to fill."""
@@ -330,7 +347,13 @@ class ToolServer:
         return self
 
     def stop(self) -> None:
-        """Stop serving and close the socket. Idempotent."""
+        """Stop serving, close the socket and hang up on requests in flight. Idempotent.
+
+        A request that is still being served when the agent's turn ends gets no answer; the
+        tool call it started, if any, returns into the closed connection.
+        """
+        self._httpd.hang_up()  # first: a full house holds the loop that shutdown waits for
         if self._thread.is_alive():
             self._httpd.shutdown()
         self._httpd.server_close()
+        self._httpd.hang_up()

@@ -15,6 +15,8 @@ import select
 import shutil
 import socket
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,16 @@ import psutil
 import pytest
 from conftest import CliFn, results, trial_dir
 
+from itbench.agents import Agent
+from itbench.errors import ToolError
+from itbench.mcpserver import MAX_BODY as MCP_MAX_BODY
+from itbench.mcpserver import McpServer
+from itbench.models import Submission, TaskView
+from itbench.submit import Submitter
+from itbench.testing import bare_task
 from itbench.testing import free_port as _free_port
+from itbench.tools import Tool, Toolbox
+from itbench.toolserver import ToolServer
 
 AGENT = Path(__file__).parent / "agents" / "redteam.py"
 REPO = Path(__file__).parents[1]
@@ -434,3 +445,242 @@ def test_fisher_exact_test_matches_known_values() -> None:
     assert fisher_greater(10, 10, 2, 10) == pytest.approx(66 / 184756)
     assert fisher_greater(3, 10, 3, 10) > 0.5
     assert fisher_greater(0, 5, 5, 5) == 1.0
+
+
+# --- relays: what the agent floods or leaves behind -------------------------------------------
+#
+# The harness's own relays (tool server, MCP endpoint) under a hostile client in a process of its
+# own, and the runner's end of the agent's turn: nothing the agent sends or leaves in flight may
+# grow the harness's memory or reach the judge.
+
+#: A client in a process of its own: ``N`` connections at once, each sending a body of
+#: ``SIZE`` bytes to ``PATH`` (announced, or chunked when ``MODE`` is ``chunked``); prints the
+#: status line each got (read before the body when announced, after it when chunked).
+FLOOD = r"""
+import json, socket, sys, threading
+port, path, token, n, size, mode = sys.argv[1:7]
+port, n, size = int(port), int(n), int(size)
+got = []
+def one():
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    framing = "Transfer-Encoding: chunked" if mode == "chunked" else f"Content-Length: {size}"
+    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            f"{framing}\r\n\r\n")
+    s.sendall(head.encode())
+    status = None
+    if mode != "chunked":
+        try:
+            status = s.recv(200).split(b"\r\n", 1)[0].decode()
+        except OSError as exc:
+            status = f"no answer: {exc}"
+    chunk, sent = b" " * 2**20, 0
+    if mode == "chunked":
+        chunk = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+    s.settimeout(2)
+    try:
+        while sent < size:
+            s.sendall(chunk)
+            sent += 2**20
+        if mode == "chunked":
+            s.sendall(b"0\r\n\r\n")
+    except OSError:
+        pass
+    if status is None:
+        try:
+            s.settimeout(10)
+            status = s.recv(200).split(b"\r\n", 1)[0].decode()
+        except OSError as exc:
+            status = f"no answer: {exc}"
+    got.append(status)
+    s.close()
+threads = [threading.Thread(target=one) for _ in range(n)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(json.dumps(got))
+"""
+
+
+def _peak_growth_kib(flood: list[str]) -> tuple[int, list[str]]:
+    """Run ``flood`` (the client's argv tail); this process's peak memory growth and the answers."""
+    status = Path("/proc/self/status")
+
+    def field(name: str) -> int:
+        return int(status.read_text().split(f"{name}:", 1)[1].split()[0])
+
+    Path("/proc/self/clear_refs").write_text("5")  # the peak starts again from now
+    before = field("VmRSS")
+    res = subprocess.run(
+        [sys.executable, "-c", FLOOD, *flood], capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    return field("VmHWM") - before, json.loads(res.stdout)
+
+
+def _slow_toolbox(release: threading.Event) -> Toolbox:
+    def wait() -> str:
+        """Wait until released."""
+        release.wait(30)
+        return "released"
+
+    def read(key: str) -> str:
+        """Read a key."""
+        return key
+
+    return Toolbox.of([Tool.from_function(wait), Tool.from_function(read)])
+
+
+@pytest.mark.parametrize(
+    ("mode", "status"),
+    [("announced", "413 Request Entity Too Large"), ("chunked", "411 Length Required")],
+)
+def test_an_mcp_flood_of_large_requests_is_refused_unread(
+    tmp_path: Path, mode: str, status: str
+) -> None:
+    """16 requests of 64 MiB each: each refused from its headers, the harness stays small.
+
+    Such a flood grew the harness by 218 MiB: a body without a length was read up to the
+    endpoint's limit before it was refused, every request at once.
+    """
+    box = _slow_toolbox(threading.Event())
+    task = bare_task(box, tmp_path, output_schema={})
+    server = McpServer(box, task, Submitter(Submission, {}, set(box.tools))).start()
+    try:
+        growth, answers = _peak_growth_kib(
+            [str(server.port), "/mcp", server.token, "16", str(64 * 2**20), mode]
+        )
+    finally:
+        server.stop()
+    assert answers == [f"HTTP/1.1 {status}"] * 16, answers
+    assert growth < 16 * 1024, f"the harness grew by {growth} KiB"
+    assert MCP_MAX_BODY <= 4 * 2**20
+
+
+@pytest.mark.parametrize(
+    ("mode", "status"),
+    [("announced", "413 Request Entity Too Large"), ("chunked", "411 Length Required")],
+)
+def test_a_tool_server_flood_of_large_requests_is_refused_unread(
+    tmp_path: Path, mode: str, status: str
+) -> None:
+    """The same floods against the tool server: refused from the headers, the harness stays small."""
+    box = _slow_toolbox(threading.Event())
+    server = ToolServer(box, bare_task(box, tmp_path)).start()
+    try:
+        port = server.url.rsplit(":", 1)[1]
+        growth, answers = _peak_growth_kib(
+            [port, "/call", server.token, "16", str(64 * 2**20), mode]
+        )
+    finally:
+        server.stop()
+    assert answers == [f"HTTP/1.0 {status}"] * 16, answers
+    assert growth < 16 * 1024, f"the harness grew by {growth} KiB"
+
+
+def test_a_tool_request_in_flight_when_the_turn_ends_gets_nothing(tmp_path: Path) -> None:
+    """A call still running when the tool server stops is answered by nobody; nothing connects.
+
+    The server used to stop listening only: the handler of a call in flight answered it after
+    the agent's turn, to whatever still held the connection.
+    """
+    release = threading.Event()
+    box = _slow_toolbox(release)
+    server = ToolServer(box, bare_task(box, tmp_path)).start()
+    port = int(server.url.rsplit(":", 1)[1])
+    body = json.dumps({"tool": "wait", "arguments": {}}).encode()
+    conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        conn.sendall(
+            f"POST /call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.token}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        end = time.monotonic() + 5
+        while box.running != 1 and time.monotonic() < end:
+            time.sleep(0.01)
+        assert box.running == 1
+        box.close()
+        server.stop()
+        start = time.monotonic()
+        try:
+            answer = conn.recv(200)
+        except ConnectionResetError:
+            answer = b""
+        assert answer == b"" and time.monotonic() - start < 2
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2)
+        with pytest.raises(ToolError, match="tools are closed"):
+            box.call("read", key="a")
+    finally:
+        release.set()
+        conn.close()
+    assert box.wait_idle(5)
+
+
+class _Leaver(Agent):
+    """Starts a tool call that does not return, submits a wrong answer and leaves."""
+
+    def run(self, task: TaskView, toolbox: Toolbox) -> dict[str, Any]:
+        """Leave one call in flight."""
+        threading.Thread(target=toolbox.call, args=("wait",), daemon=True).start()
+        end = time.monotonic() + 5
+        while toolbox.running == 0 and time.monotonic() < end:
+            time.sleep(0.01)
+        return {"key": "beta"}
+
+
+def test_an_evaluation_that_fails_after_the_agent_left_work_is_invalid(
+    toy_bench: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The evaluator cannot measure after the agent left calls in flight: ``invalid``, not error.
+
+    An ``error`` is excluded from every score: an agent that loads what the judge reads and
+    leaves could turn its failure into a trial that does not count. Without anything left in
+    flight the same failure stays an ``error`` (infrastructure).
+    """
+    from itbench_toy.domain import ToyEnvironment
+
+    from itbench import runner as runner_module
+    from itbench.agents import AgentSpec
+    from itbench.errors import InfrastructureError
+    from itbench.models import RunConfig, TrialStatus
+    from itbench.runner import Runner
+
+    release = threading.Event()
+    tools = ToyEnvironment.tools
+    turn_ended: list[bool] = []
+    finished = ToyEnvironment.agent_finished
+
+    def with_wait(self: ToyEnvironment) -> list[Tool]:
+        def wait() -> str:
+            """Wait until released."""
+            release.wait(30)
+            return "released"
+
+        return [*tools(self), Tool.from_function(wait)]
+
+    def noted(self: ToyEnvironment) -> list[str]:
+        turn_ended.append(True)
+        return finished(self)
+
+    def unmeasurable(*args: Any) -> Any:
+        assert turn_ended, "evaluated before the agent's turn was ended"
+        raise InfrastructureError("cannot measure: Prometheus unreachable: timed out")
+
+    monkeypatch.setattr(ToyEnvironment, "tools", with_wait)
+    monkeypatch.setattr(ToyEnvironment, "agent_finished", noted)
+    monkeypatch.setattr(runner_module, "TURN_DRAIN", 0.2)
+    monkeypatch.setattr(toy_bench.domains["toy"], "evaluate", unmeasurable)
+    toy_bench.agents["test/leaver"] = AgentSpec("test/leaver", lambda ctx: _Leaver())
+    try:
+        config = RunConfig(agent="test/leaver", scenarios=["toy/registry-alpha-1"])
+        [left] = Runner(toy_bench, config, tmp_path / "left").run().results
+        config = RunConfig(agent="baseline", scenarios=["toy/registry-alpha-1"])
+        [clean] = Runner(toy_bench, config, tmp_path / "clean").run().results
+    finally:
+        release.set()
+    assert left.status is TrialStatus.invalid, (left.status, left.error)
+    assert left.error is not None
+    assert "1 tool call(s) still running" in left.error and "timed out" in left.error
+    assert clean.status is TrialStatus.error and "timed out" in (clean.error or "")
+    assert len(turn_ended) == 2

@@ -24,6 +24,7 @@ from itbench_sre import pgtemplate, topology
 from itbench_sre.ansible import run_playbook
 from itbench_sre.app.phrases import FEATURES_FILE, PHRASES_FILE, RELEASES_FILE, Phrasebook
 from itbench_sre.backend import ChangeSet, ShopBackend
+from itbench_sre.promproxy import QUERY_FLAGS
 from itbench_sre.rules import alert_rules
 from itbench_sre.supervisor import Supervisor
 
@@ -335,9 +336,7 @@ class EmbeddedShop(ShopBackend):
             f"prometheus --config.file={self.shop / 'prometheus' / 'prometheus.yml'} "
             f"--storage.tsdb.path={self.ctl / 'tsdb'} --storage.tsdb.retention.time=2h "
             f"--web.listen-address=127.0.0.1:{self.port(topology.PROMETHEUS)} "
-            # The agent queries through the relay: bounded queries cannot take it down (and
-            # with it the trial's validity).
-            "--query.max-samples=2000000 --query.timeout=30s --query.max-concurrency=4 "
+            f"{' '.join(QUERY_FLAGS)} "
             "--log.level=warn",
         )
         program("loadgen", f"{py} -m itbench_sre.app.loadgen {self.ctl / 'loadgen.json'}")

@@ -488,13 +488,17 @@ class SreEnvironment(Environment):
         if self.spread is not None:
             HANDOVER[self.ctx.trial_id] = list(self.spread.edges)
 
+    def agent_finished(self) -> list[str]:
+        """Close the agent's lane to Prometheus (relay and tools) and abort what is in flight."""
+        return self.proxy.end_turn()
+
     def _query_at(self, promql: str, at: float) -> list[dict[str, Any]]:
         data = self.shop.prom("/api/v1/query", {"query": promql, "time": f"{at:.3f}"})
         return [{"metric": r["metric"], "value": r["value"][1]} for r in data.get("result", [])]
 
     def tools(self) -> list[Tool]:
-        """The agent's tools."""
-        return build_tools(self.shop, self.journal, self.spec.traces)
+        """The agent's tools (they read Prometheus through the agent's lane, the relay's)."""
+        return build_tools(self.shop, self.journal, self.spec.traces, self.proxy.read)
 
     def context(self) -> dict[str, Any]:
         """Public facts: entity names, fault-type vocabulary, SLO and answer format."""

@@ -143,10 +143,18 @@ def _changed(old: Any, new: Any, prefix: str = "") -> list[str]:
 class ShopTools:
     """Tool implementations bound to one shop deployment and its journal."""
 
-    def __init__(self, shop: ShopBackend, journal: ActionJournal, traces: bool) -> None:
+    def __init__(
+        self,
+        shop: ShopBackend,
+        journal: ActionJournal,
+        traces: bool,
+        prom: Callable[[str, dict[str, Any]], Any] | None = None,
+    ) -> None:
         self.shop = shop
         self.journal = journal
         self.traces_enabled = traces
+        #: How the tools read Prometheus: the agent's lane (the relay's), else the shop's API.
+        self.prom = prom or shop.prom
 
     # --- helpers -----------------------------------------------------------------------------
     def _program(self, target: str) -> list[str]:
@@ -226,7 +234,7 @@ class ShopTools:
 
     def alerts(self, include_pending: bool = False) -> list[dict[str, Any]]:
         """Alerts of the shop's Prometheus (firing ones, plus pending ones when asked)."""
-        data = self.shop.prom("/api/v1/alerts", {})
+        data = self.prom("/api/v1/alerts", {})
         out = []
         for a in data.get("alerts", []):
             if a["state"] == "firing" or include_pending:
@@ -247,7 +255,7 @@ class ShopTools:
         params: dict[str, Any] = {"query": promql}
         if at is not None:
             params["time"] = f"{float(at):.3f}"
-        data = self.shop.prom("/api/v1/query", params)
+        data = self.prom("/api/v1/query", params)
         if data["resultType"] in ("scalar", "string"):
             return [{"metric": {}, "value": data["result"][1]}]
         return [{"metric": r["metric"], "value": r["value"][1]} for r in data["result"]]
@@ -261,7 +269,7 @@ class ShopTools:
         end_ms = int(time.time() * 1000)
         steps = max(1, int(max(0.1, min(minutes, 60.0)) * 60_000 // step_ms))
         start_ms = end_ms - steps * step_ms
-        data = self.shop.prom(
+        data = self.prom(
             "/api/v1/query_range",
             {
                 "query": promql,
@@ -585,9 +593,14 @@ def _directives(text: str) -> dict[str, str]:
     return out
 
 
-def build_tools(shop: ShopBackend, journal: ActionJournal, traces: bool) -> list[Tool]:
-    """The agent's tools on ``shop``."""
-    t = ShopTools(shop, journal, traces)
+def build_tools(
+    shop: ShopBackend,
+    journal: ActionJournal,
+    traces: bool,
+    prom: Callable[[str, dict[str, Any]], Any] | None = None,
+) -> list[Tool]:
+    """The agent's tools on ``shop``, reading Prometheus with ``prom`` (default the shop's)."""
+    t = ShopTools(shop, journal, traces, prom)
     observe: list[Callable[..., Any]] = [
         t.topology,
         t.alerts,

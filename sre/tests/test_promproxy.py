@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from itbench_sre.promproxy import MAX_BODY, PrometheusProxy
+from itbench_sre.promproxy import AGENT_SLOTS, MAX_BODY, QUERY_FLAGS, PrometheusProxy
 
 pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs prometheus")
 
@@ -40,6 +42,7 @@ def relay(tmp_path: Path) -> Iterator[PrometheusProxy]:
             f"--config.file={tmp_path / 'prometheus.yml'}",
             f"--storage.tsdb.path={tmp_path / 'data'}",
             f"--web.listen-address=127.0.0.1:{prom_port}",
+            *QUERY_FLAGS,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -139,3 +142,93 @@ def test_a_silent_connection_is_hung_up(relay: PrometheusProxy) -> None:
         start = time.monotonic()
         assert s.recv(1024) == b""
         assert time.monotonic() - start < 10
+
+
+# --- what the agent leaves behind -----------------------------------------------------------
+
+
+def _slow_query(window: str) -> str:
+    """A range query that keeps one core of Prometheus busy for seconds (no series needed)."""
+    now = int(time.time())
+    return urllib.parse.urlencode(
+        {
+            "query": f"quantile_over_time(0.5, vector(time())[{window}:100ms])",
+            "start": now - 3 * 3600,
+            "end": now,
+            "step": 1,
+        }
+    )
+
+
+def _upstream(relay: PrometheusProxy) -> str:
+    return f"http://127.0.0.1:{relay.upstream_port}"
+
+
+def _running(relay: PrometheusProxy) -> int:
+    """Queries Prometheus is executing or queueing now (its own gauge)."""
+    with urllib.request.urlopen(_upstream(relay) + "/metrics", timeout=5) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith("prometheus_engine_queries "):
+                return int(float(line.split()[1]))
+    raise AssertionError("Prometheus exports no prometheus_engine_queries")
+
+
+def _judge_query(relay: PrometheusProxy) -> float:
+    """Seconds the evaluator's direct query takes (its client gives up after 5 s)."""
+    start = time.monotonic()
+    url = _upstream(relay) + "/api/v1/query?query=vector(1)"
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        assert json.loads(resp.read())["status"] == "success"
+    return time.monotonic() - start
+
+
+def test_slow_queries_an_agent_leaves_never_hold_the_evaluator(relay: PrometheusProxy) -> None:
+    """16 slow queries sent through the relay and abandoned: the judge's queries still answer.
+
+    The relay used to forward all 16 to a Prometheus that runs four queries at once and keep
+    them open after the agent was gone; the evaluator's first query waited behind them and
+    timed out, which turned the agent's failure into an excluded ``error``.
+    """
+    target = f"GET /api/v1/query_range?{_slow_query('30m')} HTTP/1.0\r\n\r\n".encode()
+    flood: list[socket.socket] = []
+    try:
+        for _ in range(16):
+            flood.append(socket.create_connection(("127.0.0.1", relay.listen_port)))
+            flood[-1].sendall(target)
+        seen: list[int] = []
+        end = time.monotonic() + 4
+        while time.monotonic() < end and (len(seen) < 10 or max(seen) < AGENT_SLOTS):
+            seen.append(_running(relay))
+            time.sleep(0.05)
+        # The agent has every slot it may get, never more; the evaluator finds one free.
+        assert max(seen) == AGENT_SLOTS, seen
+        assert _judge_query(relay) < 2
+    finally:
+        for conn in flood:  # the agent exits with its queries in flight
+            conn.close()
+    left = relay.end_turn()
+    assert len(left) == 1 and "Prometheus" in left[0], left
+    assert int(left[0].split()[0]) >= 1, left
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", relay.listen_port), timeout=2)
+    with pytest.raises(RuntimeError, match="turn is over"):
+        relay.read("/api/v1/query", {"query": "vector(1)"})
+    assert max(_judge_query(relay) for _ in range(5)) < 2
+    # What waited for a slot never reached Prometheus.
+    time.sleep(1)
+    assert _running(relay) <= AGENT_SLOTS
+
+
+def test_the_agent_cannot_lift_the_relays_query_timeout(relay: PrometheusProxy) -> None:
+    """Queries go to Prometheus with the relay's ``timeout``, whatever the agent asks for."""
+    strict = PrometheusProxy(relay.listen_port + 1, relay.upstream_port, query_timeout=0.001)
+    query = _slow_query("2m")
+    with strict.exchange("GET", "/api/v1/query_range", query + "&timeout=3600") as resp:
+        answer = json.loads(resp.read())
+    assert answer.get("errorType") == "timeout", str(answer)[:300]
+    body = (query + "&timeout=3600").encode()
+    with strict.exchange("POST", "/api/v1/query_range", "timeout=3600", body) as resp:
+        answer = json.loads(resp.read())
+    assert answer.get("errorType") == "timeout", str(answer)[:300]
+    # The relay's own default leaves an ordinary query alone.
+    assert relay.read("/api/v1/query", {"query": "vector(1)", "timeout": "0.001"})["result"]
