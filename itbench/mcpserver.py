@@ -34,6 +34,7 @@ from itbench.redact import NOTHING, Redactor
 from itbench.submit import Submitter
 from itbench.tools import Toolbox, _jsonable
 from itbench.toolserver import MAX_BODY as TOOL_MAX_BODY
+from itbench.toolserver import MAX_ITEMS, json_items
 from itbench.trajectory import EventStep, Step
 
 if TYPE_CHECKING:
@@ -131,9 +132,46 @@ class _Limits:
             return
         self.active += 1
         try:
-            await self.app(scope, receive, send)
+            body = await _read_body(receive)
+            if body is None:
+                return  # the client left
+            if json_items(body) > MAX_ITEMS:
+                # Under the size cap, tiny values would still parse into ~20 times their bytes.
+                await _answer(send, 400, f"bad request: JSON of more than {MAX_ITEMS} values")
+                return
+            await self.app(scope, _replay(body, receive), send)
         finally:
             self.active -= 1
+
+
+async def _read_body(receive: Any) -> bytes | None:
+    """A request's whole body (at most :data:`MAX_BODY`), or ``None`` when the client left."""
+    chunks, size, more = [], 0, True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            return None
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """An ASGI ``receive`` that gives ``body`` first, then what ``receive`` gives."""
+    given = False
+
+    async def replay() -> Any:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 class _TokenGuard:

@@ -43,6 +43,9 @@ __all__ = [
 
 MAX_BODY = 4 * 1024 * 1024
 MAX_DEPTH = 64
+#: Most values (arrays, objects and their elements) a request may hold: a 4 MiB body of tiny
+#: values parses into some 90 MB of Python objects.
+MAX_ITEMS = 100_000
 READ_TIMEOUT = 30.0
 # After refusing a body unread, discard what the client still sends for a little while, so
 # that closing the socket does not reset the connection before the client reads the answer.
@@ -63,6 +66,15 @@ def json_depth(document: bytes) -> int:
     """
     signs = _STRING.sub(b"", document).translate(_SIGNS, _NOT_BRACKETS)
     return max(itertools.accumulate(memoryview(signs).cast("b")), default=0)
+
+
+def json_items(document: bytes) -> int:
+    """About how many values a UTF-8 JSON ``document`` holds (an upper bound, strings aside).
+
+    Counts arrays, objects and the commas between elements outside strings.
+    """
+    bare = _STRING.sub(b"", document)
+    return bare.count(b",") + bare.count(b"[") + bare.count(b"{")
 
 
 class RemoteToolError(ToolError, ToolClientError):
@@ -290,6 +302,8 @@ def _parse_call(body: bytes) -> tuple[str, dict[str, Any]]:
         raise _Refused(400, "bad request: the body is not UTF-8") from None
     if json_depth(body) > MAX_DEPTH:
         raise _Refused(400, f"bad request: JSON nested deeper than {MAX_DEPTH} levels")
+    if json_items(body) > MAX_ITEMS:
+        raise _Refused(400, f"bad request: JSON of more than {MAX_ITEMS} values")
     try:
         request = json.loads(text)
     except (ValueError, RecursionError) as exc:

@@ -455,21 +455,29 @@ def test_fisher_exact_test_matches_known_values() -> None:
 
 #: A client in a process of its own: ``N`` connections at once, each sending a body of
 #: ``SIZE`` bytes to ``PATH`` (announced, or chunked when ``MODE`` is ``chunked``); prints the
-#: status line each got (read before the body when announced, after it when chunked).
+#: status line each got (read before the body when announced, after it when chunked). With
+#: ``MODE`` ``wide`` the body is a JSON-RPC call of about ``SIZE`` bytes of tiny values.
 FLOOD = r"""
 import json, socket, sys, threading
 port, path, token, n, size, mode = sys.argv[1:7]
 port, n, size = int(port), int(n), int(size)
 got = []
+wide = (b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read",'
+        b'"arguments":{"key":[' + b",".join([b"{}"] * (size // 3)) + b']}}}')
 def one():
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     framing = "Transfer-Encoding: chunked" if mode == "chunked" else f"Content-Length: {size}"
-    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+    if mode == "wide":
+        framing = f"Content-Length: {len(wide)}"
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
             "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
             f"{framing}\r\n\r\n")
     s.sendall(head.encode())
-    status = None
-    if mode != "chunked":
+    status, todo = None, size
+    if mode == "wide":
+        s.sendall(wide)
+        todo = 0
+    if mode == "announced":
         try:
             status = s.recv(200).split(b"\r\n", 1)[0].decode()
         except OSError as exc:
@@ -479,7 +487,7 @@ def one():
         chunk = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
     s.settimeout(2)
     try:
-        while sent < size:
+        while sent < todo:
             s.sendall(chunk)
             sent += 2**20
         if mode == "chunked":
@@ -554,6 +562,22 @@ def test_an_mcp_flood_of_large_requests_is_refused_unread(
     assert answers == [f"HTTP/1.1 {status}"] * 16, answers
     assert growth < 16 * 1024, f"the harness grew by {growth} KiB"
     assert MCP_MAX_BODY <= 4 * 2**20
+
+
+def test_an_mcp_flood_of_bodies_of_tiny_values_is_refused_before_parsing(tmp_path: Path) -> None:
+    """16 calls of 3.6 MB each, a million `{}` apiece: parsed, each would take ~90 MB."""
+    box = _slow_toolbox(threading.Event())
+    task = bare_task(box, tmp_path, output_schema={})
+    server = McpServer(box, task, Submitter(Submission, {}, set(box.tools))).start()
+    try:
+        growth, answers = _peak_growth_kib(
+            [str(server.port), "/mcp", server.token, "16", str(3_600_000), "wide"]
+        )
+    finally:
+        server.stop()
+    assert answers == ["HTTP/1.1 400 Bad Request"] * 16, answers
+    # The bodies themselves are held while checked (16 x 3.6 MB at most), never parsed.
+    assert growth < 96 * 1024, f"the harness grew by {growth} KiB"
 
 
 @pytest.mark.parametrize(

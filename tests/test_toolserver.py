@@ -20,7 +20,15 @@ from itbench.errors import ToolError
 from itbench.testing import bare_task
 from itbench.toolclient import ToolClientError
 from itbench.tools import Tool, Toolbox
-from itbench.toolserver import MAX_BODY, MAX_DEPTH, ToolClient, ToolServer, json_depth
+from itbench.toolserver import (
+    MAX_BODY,
+    MAX_DEPTH,
+    MAX_ITEMS,
+    ToolClient,
+    ToolServer,
+    json_depth,
+    json_items,
+)
 
 CLIENT = Path(__file__).parents[1] / "itbench" / "toolclient.py"
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -142,6 +150,18 @@ def test_json_nested_200000_deep_is_a_bad_request(
     assert _call(server, unclosed)[0] == 400
     _still_serves(server)
     assert capfd.readouterr().err == ""
+
+
+def test_a_body_of_a_million_tiny_values_is_a_bad_request(server: ToolServer) -> None:
+    """Under the size cap, but it would parse into some 90 MB of Python objects."""
+    wide = b'{"tool": "add", "arguments": {"a": [' + b",".join([b"{}"] * 1_000_000) + b"]}}"
+    assert len(wide) < MAX_BODY and json_items(wide) > MAX_ITEMS
+    code, answer = _call(server, wide)
+    assert code == 400 and f"more than {MAX_ITEMS} values" in answer["error"]
+    text = ",[{" * 200_000  # inside a string: no values
+    code, answer = _call(server, {"tool": "echo", "arguments": {"text": text}})
+    assert (code, answer) == (200, {"ok": True, "result": text})
+    _still_serves(server)
 
 
 def test_brackets_inside_strings_are_not_nesting(server: ToolServer) -> None:
