@@ -39,6 +39,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import stat
 import subprocess
 import threading
@@ -324,6 +325,8 @@ class CommandAgent(Agent):
                     watched = time.monotonic()
                     reason = stopped.halted(proc.pid)
                     if reason is not None:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(proc.pid, signal.SIGKILL)  # a stopped process cannot wait
                         raise SandboxHalted(f"the sandbox cannot end: {reason}")
                 time.sleep(0.02)
             return proc.returncode

@@ -186,7 +186,9 @@ class Sandbox:
                 mount_fs("itbench", self._private, "tmpfs", 0, f"size={PRIVATE_SIZE},mode=0711")
                 self._private_mounted = True
         os.chmod(self._private, 0o711)
-        self._sock_dir = self._private / "run"
+        # At the same path as inside: its mount root names nothing but where it is bound.
+        self._sock_dir = self._private / RUN.lstrip("/")
+        self._sock_dir.parent.mkdir(mode=0o711)
         self._sock_dir.mkdir(mode=0o711)
         mnt = self._private / "mnt"
         mnt.mkdir(mode=0o711)
