@@ -82,6 +82,12 @@ class Bounds:
             ValueError: an option's value is wrong (the message names it).
         """
         v = {k: _number(k, options.get(k, d), size) for k, (d, size) in OPTIONS.items()}
+        if v["agent_workspace_size"] >= v["agent_memory"]:
+            # Its pages count as memory: a full workspace would be an OOM kill, not ENOSPC.
+            raise ValueError(
+                f"option agent_workspace_size: {v['agent_workspace_size']} bytes must be less "
+                f"than agent_memory ({v['agent_memory']} bytes), which counts its pages"
+            )
         return cls(
             Limits(int(v["agent_memory"]), int(v["agent_pids"]), float(v["agent_cpus"])),
             Bound(

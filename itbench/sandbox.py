@@ -369,17 +369,19 @@ class Sandbox:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._fds.clear()
-        if self.bounded_workspace is not None and self.cgroups is not None:
-            # Nothing may write while the workspace is copied.
-            with contextlib.suppress(OSError):
-                self.cgroups.remove()
-            self.kept = self.bounded_workspace.restore(self.trial_dir)
-        self._release_bounds()
-        if self._private_mounted:
-            with contextlib.suppress(OSError):
-                unmount_fs(self._private)
-            self._private_mounted = False
-        shutil.rmtree(self._private, ignore_errors=True)
+        try:
+            if self.bounded_workspace is not None and self.cgroups is not None:
+                # Nothing may write while the workspace is copied.
+                with contextlib.suppress(OSError):
+                    self.cgroups.remove()
+                self.kept = self.bounded_workspace.restore(self.trial_dir)
+        finally:
+            self._release_bounds()
+            if self._private_mounted:
+                with contextlib.suppress(OSError):
+                    unmount_fs(self._private)
+                self._private_mounted = False
+            shutil.rmtree(self._private, ignore_errors=True)
 
     def _release_bounds(self) -> None:
         """Unmount the workspace's file system and remove the control groups."""
