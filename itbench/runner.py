@@ -55,6 +55,7 @@ from itbench.provenance import (
 )
 from itbench.store import RunStore
 from itbench.tools import Toolbox
+from itbench.workspace_fs import unmount_all
 
 log = logging.getLogger("itbench.runner")
 
@@ -436,6 +437,7 @@ class Runner:
         with contextlib.suppress(Exception):
             domain.recover(trial)
         shutil.rmtree(trial, ignore_errors=True)
+        unmount_all(self.store.workspace(handle))  # the bounded workspace of a killed harness
         shutil.rmtree(self.store.workspace(handle), ignore_errors=True)
         if (alias := WORKSPACE_ALIASES / handle).is_symlink():
             alias.unlink()

@@ -93,6 +93,15 @@ def unmount_fs(target: Path) -> None:
         raise OSError(err, f"cannot unmount {target}: {os.strerror(err)}")
 
 
+def unmount_all(path: Path) -> None:
+    """Unmount whatever is mounted on ``path`` (what a killed harness left over a workspace)."""
+    for _ in range(8):
+        if not os.path.ismount(path):
+            return
+        with contextlib.suppress(OSError):
+            unmount_fs(path)
+
+
 class BoundedWorkspace:
     """The tmpfs standing for one workspace during a turn.
 

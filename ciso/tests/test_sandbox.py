@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from pathlib import Path
@@ -141,10 +142,13 @@ def test_an_interpreter_under_tmp_runs_confined(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     repo = Path(__file__).resolve().parents[2]
+    # The harness's dependencies (the sandbox's seccomp filter is the core's) come last.
+    deps = sysconfig.get_paths()["purelib"]
     driver = f"""
 import json, sys, tempfile
 from pathlib import Path
 sys.path[:0] = [{str(repo / "ciso")!r}, {str(repo)!r}]
+sys.path.append({deps!r})
 from itbench_ciso.sandbox import Jail
 jail = Jail(Path(tempfile.mkdtemp(dir={str(tmp_path)!r})), confine=True)
 with jail.running():
