@@ -333,7 +333,12 @@ def test_a_fork_bomb_stops_at_the_process_limit(itbench: CliFn, tmp_path: Path) 
     assert report["error"] == os.strerror(errno.EAGAIN)
     assert 10 < report["forked"] < SMALL["agent_pids"]
     assert row["status"] == "passed"
-    assert processes_pointing_into(run) == []
+    left = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if str(BOUNDED) in (p.info["cmdline"] or []) and "forkbomb" in (p.info["cmdline"] or [])
+    ]
+    assert left == [] and processes_pointing_into(run) == []
 
 
 @needs_bounds
