@@ -7,7 +7,8 @@ privileges; whatever it starts stays in them. Over the memory limit the kernel's
 kills a process of the group (the largest), never the harness; past the pids limit ``fork``
 fails; the CPU limit is a CFS quota. Memory-backed files the sandbox writes (its workspace,
 ``/tmp``, ``/dev/shm``) are charged to its memory group. After the run every process left in
-the groups is killed and the groups are removed.
+the groups is killed and the groups are removed; the trial directory notes them meanwhile, so
+that the recovery of a killed harness's trials removes them too.
 
 Where the controllers are not mounted as v1 hierarchies, or the harness may not make groups
 (not root, read-only), :func:`cgroups_problem` says why and sandboxes run without them.
@@ -30,6 +31,8 @@ CONTROLLERS = ("memory", "pids", "cpu")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 #: Length of one CFS period, in microseconds.
 CPU_PERIOD = 100_000
+#: The trial directory's note of its sandbox's groups (removed with them).
+RECORD_FILE = "cgroups.txt"
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,29 @@ class Cgroups:
             else:
                 path.rmdir()
             self.dirs.remove(path)
+
+
+def record(groups: Cgroups, trial_dir: Path) -> None:
+    """Note the groups in the trial directory, for :func:`remove_recorded` after a crash."""
+    lines = "".join(f"{d}\n" for d in groups.dirs)
+    (trial_dir / RECORD_FILE).write_text(lines, encoding="utf-8")
+
+
+def remove_recorded(trial_dir: Path) -> None:
+    """Remove the groups a killed harness left (as :func:`record` noted them), and the note."""
+    note = trial_dir / RECORD_FILE
+    try:
+        lines = note.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return
+    groups = Cgroups(Limits(0, 0, 0))
+    for line in lines:
+        path = Path(line)
+        if path.is_relative_to(CGROUP_ROOT) and path.name.startswith("itbench-"):
+            groups.dirs.append(path)
+    with contextlib.suppress(OSError):
+        groups.remove()
+    note.unlink()
 
 
 def _write(path: Path, value: int) -> None:

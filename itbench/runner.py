@@ -29,6 +29,7 @@ from itbench.agents import AgentContext, AgentSpec
 from itbench.bench import Bench
 from itbench.bounds import Bounds, bounds_problem, warn_once
 from itbench.catalog import catalog_versions
+from itbench.cgroups import remove_recorded
 from itbench.domain import AnyDomain, Environment, TrialContext
 from itbench.errors import IntegrityError, RunDirError, UsageError, validation_problem
 from itbench.models import (
@@ -436,6 +437,7 @@ class Runner:
             )
         with contextlib.suppress(Exception):
             domain.recover(trial)
+        remove_recorded(trial)  # the sandbox's control groups
         shutil.rmtree(trial, ignore_errors=True)
         unmount_all(self.store.workspace(handle))  # the bounded workspace of a killed harness
         shutil.rmtree(self.store.workspace(handle), ignore_errors=True)

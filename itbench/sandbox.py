@@ -57,7 +57,7 @@ from pathlib import Path
 
 from itbench import mcpbridge, netbridge, seccomp, toolclient
 from itbench.bounds import Bounds, bounds_problem
-from itbench.cgroups import Cgroups
+from itbench.cgroups import RECORD_FILE, Cgroups, record
 from itbench.workspace_fs import BoundedWorkspace, Kept, mount_fs, unmount_fs
 
 log = logging.getLogger("itbench.sandbox")
@@ -260,6 +260,8 @@ class Sandbox:
             cgroups = Cgroups(bounds.limits)
             cgroups.create()
             self.cgroups = cgroups
+            if self.trial_dir is not None:
+                record(cgroups, self.trial_dir)
             stage = self._private / "workspace"
             stage.mkdir(mode=0o700)
             workspace = BoundedWorkspace(self.workspace, stage, bounds.workspace, self.uid)
@@ -394,3 +396,6 @@ class Sandbox:
                 cgroups.remove()
             except OSError as exc:
                 log.warning("the sandbox's control groups are left: %s", exc)
+            else:
+                if self.trial_dir is not None:
+                    (self.trial_dir / RECORD_FILE).unlink(missing_ok=True)

@@ -426,3 +426,28 @@ def test_the_mount_table_names_no_host_path(itbench: CliFn, tmp_path: Path) -> N
         ), line
     # Its cgroup namespace starts at its own groups.
     assert all(line.endswith(":/") for line in cgroup.splitlines()), cgroup
+
+
+@needs_bounds
+def test_a_killed_harness_leaves_no_mount_or_group_after_cleanup(
+    itbench: CliFn, plugin_site: Path, tmp_path: Path
+) -> None:
+    """The harness dies mid-turn: its tmpfs over the workspace and its groups are recovered."""
+    before = _own_cgroups()
+    run = tmp_path / "run"
+    marker = f"sleep-{secrets.token_hex(4)}"
+    args = ["evaluate", "--agent", "command", "-s", "toy/healthy", "--out", str(run)]
+    args += ["--option", f"agent_command=/usr/bin/python3 {BOUNDED} sleep 60 {marker}"]
+    proc = subprocess.Popen(
+        [*ITBENCH, *args], cwd=tmp_path, env=_env(plugin_site, None), stderr=subprocess.DEVNULL
+    )
+    try:
+        _wait_for_bwrap(marker)
+        assert _mounts_under(run) and _own_cgroups() > before  # the bounds were in place
+    finally:
+        proc.kill()
+        proc.wait()
+    res = itbench("cleanup", str(run))
+    assert res.returncode == 0, res.stderr
+    assert _mounts_under(run) == []
+    assert _own_cgroups() <= before
