@@ -451,3 +451,33 @@ def test_a_killed_harness_leaves_no_mount_or_group_after_cleanup(
     assert res.returncode == 0, res.stderr
     assert _mounts_under(run) == []
     assert _own_cgroups() <= before
+
+
+@needs_bounds
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+def test_without_writable_control_groups_the_run_warns_once_and_is_labelled_unbounded(
+    plugin_site: Path, tmp_path: Path
+) -> None:
+    """A harness whose memory controller is read-only (its own mount namespace) still runs."""
+    run = tmp_path / "run"
+    command = [*ITBENCH, "evaluate", "--agent", "command", "-s", "toy/healthy", "--trials", "2"]
+    command += ["--option", f"agent_command=/usr/bin/python3 {BOUNDED} mountinfo"]
+    command += ["--out", str(run)]
+    script = 'mount -o remount,bind,ro /sys/fs/cgroup/memory && exec "$@"'
+    res = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", script, "sh", *command],
+        cwd=tmp_path,
+        env=_env(plugin_site, None),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    warnings = [line for line in res.stderr.splitlines() if "run unbounded" in line]
+    assert len(warnings) == 1 and "/sys/fs/cgroup/memory" in warnings[0], res.stderr
+    rows = results(run)
+    assert [(r["status"], r["labels"], r["bounds"]) for r in rows] == [
+        ("passed", ["unbounded"], {})
+    ] * 2
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["labels"] == ["unbounded"] and manifest["bounds"] == {}
