@@ -98,6 +98,7 @@ PRIVATE_SIZE = 16 * 1024 * 1024
 _WRAPPER = f'#!/bin/sh\nexec /usr/bin/python3 {OPT}/toolclient.py "$@"\n'
 _CLONE_NEWNS = 0x00020000
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
+_MS_NOSUID, _MS_NODEV = 2, 4
 
 
 class SandboxError(Exception):
@@ -183,7 +184,8 @@ class Sandbox:
         if os.geteuid() == 0:
             # A file system of its own: what bubblewrap binds from it shows no host path.
             with contextlib.suppress(OSError):
-                mount_fs("itbench", self._private, "tmpfs", 0, f"size={PRIVATE_SIZE},mode=0711")
+                flags = _MS_NOSUID | _MS_NODEV
+                mount_fs("itbench", self._private, "tmpfs", flags, f"size={PRIVATE_SIZE},mode=0711")
                 self._private_mounted = True
         os.chmod(self._private, 0o711)
         # At the same path as inside: its mount root names nothing but where it is bound.
