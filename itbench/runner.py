@@ -56,7 +56,7 @@ from itbench.provenance import (
 )
 from itbench.store import RunStore
 from itbench.tools import Toolbox
-from itbench.workspace_fs import unmount_all
+from itbench.workspace_fs import unmount_all, unmount_noted
 
 log = logging.getLogger("itbench.runner")
 
@@ -438,8 +438,9 @@ class Runner:
         with contextlib.suppress(Exception):
             domain.recover(trial)
         remove_recorded(trial)  # the sandbox's control groups
-        shutil.rmtree(trial, ignore_errors=True)
         unmount_all(self.store.workspace(handle))  # the bounded workspace of a killed harness
+        unmount_noted(trial)  # and the sandbox's private directory
+        shutil.rmtree(trial, ignore_errors=True)
         shutil.rmtree(self.store.workspace(handle), ignore_errors=True)
         if (alias := WORKSPACE_ALIASES / handle).is_symlink():
             alias.unlink()

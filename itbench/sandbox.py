@@ -58,7 +58,14 @@ from pathlib import Path
 from itbench import mcpbridge, netbridge, seccomp, toolclient
 from itbench.bounds import Bounds, bounds_problem
 from itbench.cgroups import RECORD_FILE, Cgroups, record
-from itbench.workspace_fs import BoundedWorkspace, Kept, mount_fs, unmount_fs
+from itbench.workspace_fs import (
+    PRIVATE_PREFIX,
+    BoundedWorkspace,
+    Kept,
+    mount_fs,
+    note_mounts,
+    unmount_fs,
+)
 
 log = logging.getLogger("itbench.sandbox")
 
@@ -179,14 +186,30 @@ class Sandbox:
         self.mount_at = self.workspace
         self.workspace = Path(os.path.realpath(self.workspace))
         self._fds: list[int] = []
-        self._private = Path(tempfile.mkdtemp(prefix="itbench-sandbox-", dir="/tmp"))
+        self.relay: netbridge.Relay | None = None
+        self.cgroups: Cgroups | None = None
+        self.bounded_workspace: BoundedWorkspace | None = None
+        #: Why the sandbox runs without its bounds (``None``: bounded, or no bounds asked).
+        self.unbounded: str | None = None
+        #: What the copy back kept of the workspace (after :meth:`close`).
+        self.kept: Kept | None = None
+        self._private = Path(tempfile.mkdtemp(prefix=PRIVATE_PREFIX, dir="/tmp"))
         self._private_mounted = False
+        try:
+            self._make_private()
+        except BaseException:
+            self.close()
+            raise
+
+    def _make_private(self) -> None:
+        """The private directory: sockets, helper files and mount points bubblewrap binds."""
         if os.geteuid() == 0:
             # A file system of its own: what bubblewrap binds from it shows no host path.
             with contextlib.suppress(OSError):
                 flags = _MS_NOSUID | _MS_NODEV
                 mount_fs("itbench", self._private, "tmpfs", flags, f"size={PRIVATE_SIZE},mode=0711")
                 self._private_mounted = True
+                self._note_mounts()
         os.chmod(self._private, 0o711)
         # At the same path as inside: its mount root names nothing but where it is bound.
         self._sock_dir = self._private / RUN.lstrip("/")
@@ -201,13 +224,6 @@ class Sandbox:
         for point in self._stage.values():
             point.mkdir(mode=0o700)
             os.chown(point, self.uid, self.uid)
-        self.relay: netbridge.Relay | None = None
-        self.cgroups: Cgroups | None = None
-        self.bounded_workspace: BoundedWorkspace | None = None
-        #: Why the sandbox runs without its bounds (``None``: bounded, or no bounds asked).
-        self.unbounded: str | None = None
-        #: What the copy back kept of the workspace (after :meth:`close`).
-        self.kept: Kept | None = None
 
     def preexec(self) -> None:
         """In the child, before bubblewrap: stage the binds as root, then become the agent.
@@ -269,6 +285,7 @@ class Sandbox:
             workspace = BoundedWorkspace(self.workspace, stage, bounds.workspace, self.uid)
             workspace.mount()
             self.bounded_workspace = workspace
+            self._note_mounts()
         except OSError as exc:
             self.unbounded = f"sandboxed agents run unbounded: {exc}"
             self._release_bounds()
@@ -386,6 +403,15 @@ class Sandbox:
                     unmount_fs(self._private)
                 self._private_mounted = False
             shutil.rmtree(self._private, ignore_errors=True)
+            self._note_mounts()
+
+    def _note_mounts(self) -> None:
+        """Note in the trial directory what is mounted, for the recovery of a killed harness."""
+        if self.trial_dir is None:
+            return
+        points = [self.bounded_workspace.stage] if self.bounded_workspace is not None else []
+        points += [self._private] if self._private_mounted else []
+        note_mounts(self.trial_dir, points)
 
     def _release_bounds(self) -> None:
         """Unmount the workspace's file system and remove the control groups."""

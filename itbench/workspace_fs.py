@@ -29,6 +29,10 @@ KEEP_ENTRIES = 10_000
 CUT_FILE = "workspace-cut.txt"
 #: Lines of :data:`CUT_FILE` at most (then a count of the rest).
 CUT_LINES = 1000
+#: The trial directory's note of its sandbox's mount points (removed with them).
+MOUNTS_FILE = "mounts.txt"
+#: How the name of a sandbox's private directory under /tmp begins.
+PRIVATE_PREFIX = "itbench-sandbox-"
 _MS_BIND, _MNT_DETACH = 4096, 2
 _MS_NOSUID, _MS_NODEV = 2, 4
 
@@ -100,6 +104,38 @@ def unmount_all(path: Path) -> None:
             return
         with contextlib.suppress(OSError):
             unmount_fs(path)
+
+
+def note_mounts(trial_dir: Path, points: list[Path]) -> None:
+    """Note the sandbox's mount points (innermost first) for :func:`unmount_noted`."""
+    path = trial_dir / MOUNTS_FILE
+    if points:
+        path.write_text("".join(f"{p}\n" for p in points), encoding="utf-8")
+    else:
+        path.unlink(missing_ok=True)
+
+
+def unmount_noted(trial_dir: Path) -> None:
+    """Unmount and remove what a killed harness left of a sandbox's private directory."""
+    note = trial_dir / MOUNTS_FILE
+    try:
+        points = [Path(p) for p in note.read_text(encoding="utf-8").splitlines()]
+    except OSError:
+        return
+    # Only what a sandbox mounts: its private directory under /tmp and what lies in it.
+    ours = [
+        p
+        for p in points
+        if len(p.parts) >= 3
+        and p.parts[:2] == ("/", "tmp")
+        and p.parts[2].startswith(PRIVATE_PREFIX)
+    ]
+    for point in ours:
+        unmount_all(point)
+    for point in ours:
+        if len(point.parts) == 3:
+            shutil.rmtree(point, ignore_errors=True)
+    note.unlink()
 
 
 class BoundedWorkspace:

@@ -433,7 +433,7 @@ def test_a_killed_harness_leaves_no_mount_or_group_after_cleanup(
     itbench: CliFn, plugin_site: Path, tmp_path: Path
 ) -> None:
     """The harness dies mid-turn: its tmpfs over the workspace and its groups are recovered."""
-    before = _own_cgroups()
+    before, private = _own_cgroups(), _mounts_under(Path("/tmp/itbench-sandbox-"))
     run = tmp_path / "run"
     marker = f"sleep-{secrets.token_hex(4)}"
     args = ["evaluate", "--agent", "command", "-s", "toy/healthy", "--out", str(run)]
@@ -450,6 +450,7 @@ def test_a_killed_harness_leaves_no_mount_or_group_after_cleanup(
     res = itbench("cleanup", str(run))
     assert res.returncode == 0, res.stderr
     assert _mounts_under(run) == []
+    assert set(_mounts_under(Path("/tmp/itbench-sandbox-"))) <= set(private)
     assert _own_cgroups() <= before
 
 
