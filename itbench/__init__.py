@@ -8,7 +8,7 @@ helpers and errors. Every other module of the package is internal and may change
 
 from __future__ import annotations
 
-from itbench import netbridge
+from itbench import netbridge, seccomp, stopped
 from itbench.agents import Agent, AgentContext, AgentSpec
 from itbench.aws_endpoint import AwsEndpoint
 from itbench.chat import LlmError, LlmSettings
@@ -105,8 +105,10 @@ __all__ = [
     "port_open",
     "record_pid",
     "recorded_pid",
+    "seccomp",
     "stop_group",
     "stop_marked",
     "stop_recorded",
+    "stopped",
     "wait_for_port",
 ]

@@ -17,6 +17,13 @@ network reaches the tool server, the loopback endpoints of the task context and 
 :data:`OUTPUT_CAP` bytes each (``--option agent_output_cap=BYTES``) in the trial directory, and
 when it exits or its time is up every process it started is stopped.
 
+The sandbox is bounded (:mod:`itbench.bounds`): memory, processes and CPU
+(``--option agent_memory=SIZE``, ``agent_pids=N``, ``agent_cpus=N``) and a workspace of
+``agent_workspace_size`` bytes, of which the run directory keeps ``agent_workspace_keep``
+bytes. A program killed at its memory limit fails its trial, with the reason. When the
+sandbox's bubblewrap is stopped or traced (:mod:`itbench.stopped`) the trial ends at once as
+``failed``, with the reason, rather than waiting out its time limit.
+
 With ``--mcp`` (the option ``mcp``) the trial's tools and ``submit`` are also served over MCP
 (:mod:`itbench.mcpserver`), and ``.mcp.json`` in the workspace configures the program's MCP
 client in the common ``mcpServers`` form: the endpoint's URL and token (``--option
@@ -32,6 +39,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import stat
 import subprocess
 import threading
@@ -40,7 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from itbench import mcpbridge
+from itbench import bounds, mcpbridge, stopped
 from itbench.agents import Agent, AgentContext
 from itbench.mcpserver import McpServer
 from itbench.models import AgentOutput, Submission, TaskView, Usage
@@ -100,7 +108,8 @@ def configure(options: dict[str, Any]) -> dict[str, Any]:
     """Check the command agent's options once per run (see :attr:`AgentSpec.configure`).
 
     Raises:
-        ValueError: a wrong ``agent_ports``, ``mcp_transport`` or ``agent_output_cap``.
+        ValueError: a wrong ``agent_ports``, ``mcp_transport``, ``agent_output_cap`` or bound
+            (:data:`itbench.bounds.OPTIONS`).
     """
     extra_ports(options.get(PORTS_OPTION))
     transport = options.get(MCP_TRANSPORT_OPTION, "http")
@@ -109,7 +118,7 @@ def configure(options: dict[str, Any]) -> dict[str, Any]:
     cap = options.get(OUTPUT_CAP_OPTION, OUTPUT_CAP)
     if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
         raise ValueError(f"option {OUTPUT_CAP_OPTION}: {cap!r} is not a number of bytes")
-    return dict(options)
+    return bounds.defaults(options)
 
 
 def read_agent_file(path: Path, limit: int = MAX_FILE) -> bytes | None:
@@ -124,6 +133,10 @@ def read_agent_file(path: Path, limit: int = MAX_FILE) -> bytes | None:
     with os.fdopen(fd, "rb") as fh:
         data = fh.read(limit + 1)
     return data if len(data) <= limit else None
+
+
+class SandboxHalted(RuntimeError):
+    """The sandbox's bubblewrap was stopped or traced: it could never end by itself."""
 
 
 class _Capture(threading.Thread):
@@ -181,6 +194,11 @@ class CommandAgent(Agent):
         self.agent_dir = Path(raw_dir).resolve() if raw_dir else agent_dir_for(self.argv)
         self.cap = int(ctx.options.get(OUTPUT_CAP_OPTION, OUTPUT_CAP))
         self.extra_ports = extra_ports(ctx.options.get(PORTS_OPTION))
+        self.bounds = bounds.Bounds.from_options(ctx.options)
+        #: The bounds the sandbox applied, under their option names (empty: none).
+        self.applied: dict[str, int | float] = {}
+        #: Why the sandbox ran without its bounds (``None``: bounded, or not sandboxed).
+        self.unbounded: str | None = None
         if not self.sandboxed:
             self.argv = [str(self.files.get(a, a)) for a in self.argv]
 
@@ -233,8 +251,15 @@ class CommandAgent(Agent):
                 if self.agent_dir is not None:
                     check_agent_dir(self.agent_dir, [*self.protected, ws])
                 files = {k: v.read_text(encoding="utf-8") for k, v in self.files.items()}
-                sandbox = Sandbox(ws, ports, self.agent_dir, variables, files)
+                sandbox = Sandbox(
+                    ws, ports, self.agent_dir, variables, files, self.bounds, self.log_dir
+                )
                 sandbox.prepare()
+                self.unbounded = sandbox.unbounded
+                if self.unbounded is None:
+                    self.applied = self.bounds.record()
+                else:
+                    bounds.warn_once(self.unbounded)
                 argv = sandbox.argv(self.argv)
                 popen = {
                     "env": sandbox.environment(),
@@ -246,6 +271,7 @@ class CommandAgent(Agent):
                 argv = self.argv
                 popen = {"env": {**os.environ, **variables}, "cwd": ws}
             returncode = self._execute(argv, popen, task_json, toolbox, logs)
+            reached = sandbox.limits_reached() if sandbox is not None else []
         finally:
             server.stop()
             if mcp is not None:
@@ -259,7 +285,8 @@ class CommandAgent(Agent):
             return submitter.accepted
         if returncode != 0:
             tail = (logs / "agent.stderr").read_text(errors="replace").strip().splitlines()[-3:]
-            raise RuntimeError(f"agent command exited with {returncode}: {' | '.join(tail)}")
+            why = "".join(f" ({r})" for r in reached)
+            raise RuntimeError(f"agent command exited with {returncode}{why}: {' | '.join(tail)}")
         return self._submission(ws / "submission.json", logs / "agent.stdout")
 
     def _execute(
@@ -290,9 +317,17 @@ class CommandAgent(Agent):
             with contextlib.suppress(BrokenPipeError, OSError):
                 proc.stdin.write(task_json.encode())
                 proc.stdin.close()
+            watched = time.monotonic()
             while proc.poll() is None:
                 if toolbox.closed:
                     return None
+                if self.sandboxed and time.monotonic() - watched >= stopped.WATCH_INTERVAL:
+                    watched = time.monotonic()
+                    reason = stopped.halted(proc.pid)
+                    if reason is not None:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(proc.pid, signal.SIGKILL)  # a stopped process cannot wait
+                        raise SandboxHalted(f"the sandbox cannot end: {reason}")
                 time.sleep(0.02)
             return proc.returncode
         finally:

@@ -57,6 +57,9 @@ class Label(StrEnum):
     unsandboxed = "unsandboxed"
     #: A privileged reference agent (``oracle``) that reads ground truth by design.
     reference = "reference"
+    #: A sandboxed agent ran without its memory, process, CPU and workspace bounds (the harness
+    #: could not make control groups or mount its workspace): it could starve the machine.
+    unbounded = "unbounded"
 
 
 class ScenarioSpec(BaseModel):
@@ -261,7 +264,14 @@ class TrialResult(BaseModel):
     error: str | None = Field(
         default=None, description="Reason for an error, a timeout or an invalid trial."
     )
-    labels: list[Label] = Field(default_factory=list, description="unsandboxed, reference.")
+    labels: list[Label] = Field(
+        default_factory=list, description="unsandboxed, reference, unbounded."
+    )
+    bounds: dict[str, int | float] = Field(
+        default_factory=dict,
+        description="The sandbox's bounds the agent ran under, by option name (agent_memory...); "
+        "empty when none applied.",
+    )
     agent_output: AgentOutput | None = None
     tags: list[str] = Field(default_factory=list)
     complexity: Complexity | None = None
@@ -358,6 +368,10 @@ class RunManifest(BaseModel):
     git_dirty: bool | None = Field(default=None, description="Uncommitted changes in the tree.")
     secret_sha256: str = Field(default="", description="Hash of the run's secret file.")
     labels: list[Label] = Field(default_factory=list, description="Labels of the run's agent.")
+    bounds: dict[str, int | float] = Field(
+        default_factory=dict,
+        description="The bounds of the run's sandboxes, by option name; empty when none apply.",
+    )
     host: HostInfo
     seeds: dict[str, int] = Field(description="Seed of each planned trial, by trial id.")
     scenario_ids: list[str]

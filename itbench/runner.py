@@ -27,7 +27,9 @@ from itbench import trajectory
 from itbench.active import RunLock, register, unregister
 from itbench.agents import AgentContext, AgentSpec
 from itbench.bench import Bench
+from itbench.bounds import Bounds, bounds_problem, warn_once
 from itbench.catalog import catalog_versions
+from itbench.cgroups import remove_recorded
 from itbench.domain import AnyDomain, Environment, TrialContext
 from itbench.errors import IntegrityError, RunDirError, UsageError, validation_problem
 from itbench.models import (
@@ -54,6 +56,7 @@ from itbench.provenance import (
 )
 from itbench.store import RunStore
 from itbench.tools import Toolbox
+from itbench.workspace_fs import unmount_all, unmount_noted
 
 log = logging.getLogger("itbench.runner")
 
@@ -146,6 +149,8 @@ class Runner:
         self.store = RunStore(self.run_dir)
         self.secret = b""
         self.labels: list[Label] = []
+        #: The bounds of the run's sandboxes (empty: none apply, or none can be applied).
+        self.bounds: dict[str, int | float] = {}
         self._code: dict[str, str] = {}
         self._code_dirs: dict[str, Path] = {}
         self._versions: dict[str, str] = {}
@@ -200,7 +205,20 @@ class Runner:
             catalog_versions=catalog_versions(specs),
             secret_sha256=hashlib.sha256(self.secret).hexdigest(),
             labels=self.labels,
+            bounds=self.bounds,
         )
+
+    def _bound_sandboxes(self) -> None:
+        """The bounds of a sandboxed agent's run, or the label ``unbounded`` with a warning."""
+        problem = bounds_problem()
+        if problem is not None:
+            warn_once(problem)
+            self.labels.append(Label.unbounded)
+            return
+        try:
+            self.bounds = Bounds.from_options(self.config.options).record()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
 
     def protected_paths(self) -> list[Path]:
         """What no external agent may see: the run directory, catalogs and the code."""
@@ -249,6 +267,8 @@ class Runner:
         self._code = code_hashes(self._code_dirs)
         core = self.bench.owners.get(("agent", agent.name)) == CORE_AGENTS
         self.labels = agent.labels(self.config.sandbox, core=core)
+        if not self.labels and agent.needs_sandbox:
+            self._bound_sandboxes()
         if resume:
             manifest = self.store.read_manifest()
             self.secret = self.store.read_secret(manifest.secret_sha256)
@@ -424,6 +444,9 @@ class Runner:
             )
         with contextlib.suppress(Exception):
             domain.recover(trial)
+        remove_recorded(trial)  # the sandbox's control groups
+        unmount_all(self.store.workspace(handle))  # the bounded workspace of a killed harness
+        unmount_noted(trial)  # and the sandbox's private directory
         shutil.rmtree(trial, ignore_errors=True)
         shutil.rmtree(self.store.workspace(handle), ignore_errors=True)
         if (alias := WORKSPACE_ALIASES / handle).is_symlink():
@@ -638,6 +661,9 @@ class TrialRun:
         self.output: Any = None
         #: Whether the agent ran in the sandbox (``None``: it never ran).
         self.sandboxed: bool | None = None
+        #: The bounds its sandbox applied, and why it applied none (see :mod:`itbench.bounds`).
+        self.bounds: dict[str, int | float] = {}
+        self.unbounded: str | None = None
         #: What the trial drew from the scenario's declared sets (see ``Domain.draw``).
         self.drawn: dict[str, Any] = {}
         #: What the agent left in flight when its turn ended (see ``Environment.agent_finished``).
@@ -862,6 +888,10 @@ class TrialRun:
         agent_obj = self.agent = box.get("agent")
         # Only core agents get here unlabelled; each says whether this trial ran confined.
         self.sandboxed = getattr(agent_obj, "confined", False) is True
+        applied = getattr(agent_obj, "applied", None)
+        self.bounds = dict(applied) if self.sandboxed and isinstance(applied, dict) else {}
+        unbounded = getattr(agent_obj, "unbounded", None)
+        self.unbounded = unbounded if self.sandboxed and isinstance(unbounded, str) else None
         self.usage = getattr(agent_obj, "usage", None)
         self.output = getattr(agent_obj, "output", None)
         if thread.is_alive():
@@ -920,6 +950,8 @@ class TrialRun:
         labels = list(self.runner.labels)
         if not labels and self.sandboxed is False:
             labels.append(Label.unsandboxed)
+        if self.unbounded is not None and Label.unbounded not in labels:
+            labels.append(Label.unbounded)
         return labels
 
     def _result(self, started: datetime) -> TrialResult:
@@ -943,6 +975,7 @@ class TrialRun:
             agent_metrics=_agent_metrics(self.agent),
             error=self.error,
             labels=self._labels(),
+            bounds=self.bounds,
             agent_output=self.output,
             tags=list(self.spec.tags),
             complexity=self.spec.complexity,

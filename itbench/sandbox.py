@@ -17,8 +17,21 @@ interface only; :mod:`itbench.netbridge` forwards the tool server's port and the
 public endpoints in the task context, nothing else. When the program exits, or is stopped, the
 PID namespace ends and every process in it, daemons included, goes with it, with the
 listeners they opened. Its uid may run :data:`PROCESS_LIMIT` processes and write files of
-:data:`FILE_LIMIT` bytes at most; its ``/tmp`` and ``/dev/shm`` hold :data:`TMP_SIZE` bytes each, and the rest of the root is
-read-only.
+:data:`FILE_LIMIT` bytes at most; its ``/tmp`` and ``/dev/shm`` hold :data:`TMP_SIZE` bytes each,
+and the rest of the root is read-only. The seccomp filter of :mod:`itbench.seccomp` refuses
+tracing and every other call that reads or changes another process.
+
+With :class:`~itbench.bounds.Bounds` (the ``command`` agent always passes them), the sandbox is
+bounded: its processes run in control groups of their own (:mod:`itbench.cgroups`: memory,
+processes, CPU), joined before bubblewrap starts, and its workspace is a size-limited tmpfs
+(:mod:`itbench.workspace_fs`), copied back into the run directory, capped, when the sandbox is
+closed. Where that is not possible, :attr:`Sandbox.unbounded` says why and the sandbox runs
+without those bounds.
+
+Nothing inside names a host path, ``/proc/self/mountinfo`` included: the workspace and the
+private directory whose parts bubblewrap binds are file systems of their own (their mount
+roots are ``/``), and the other binds are at their own paths (``/usr``, the agent's
+directory).
 
 bubblewrap runs unprivileged, as the agent's uid, so it can bind only paths that uid can reach;
 a workspace under a private directory (``/root/...``, a 0700 temporary directory) is not one.
@@ -32,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import resource
 import secrets
@@ -41,7 +55,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from itbench import mcpbridge, netbridge, toolclient
+from itbench import mcpbridge, netbridge, seccomp, toolclient
+from itbench.bounds import Bounds, bounds_problem
+from itbench.cgroups import RECORD_FILE, Cgroups, record
+from itbench.workspace_fs import (
+    PRIVATE_PREFIX,
+    BoundedWorkspace,
+    Kept,
+    mount_fs,
+    note_mounts,
+    unmount_fs,
+)
+
+log = logging.getLogger("itbench.sandbox")
 
 #: Where the harness's helper programs appear inside the sandbox.
 OPT = "/opt/itbench"
@@ -74,9 +100,12 @@ FILE_LIMIT = 1024 * 1024 * 1024
 TMP_SIZE = 256 * 1024 * 1024
 #: Size of the other memory-backed directories of the sandbox (its root, /usr/local).
 SMALL_TMPFS = 1024 * 1024
+#: Size of the memory-backed directory holding what bubblewrap binds (sockets, helper files).
+PRIVATE_SIZE = 16 * 1024 * 1024
 _WRAPPER = f'#!/bin/sh\nexec /usr/bin/python3 {OPT}/toolclient.py "$@"\n'
 _CLONE_NEWNS = 0x00020000
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
+_MS_NOSUID, _MS_NODEV = 2, 4
 
 
 class SandboxError(Exception):
@@ -140,6 +169,8 @@ class Sandbox:
         env: The ``ITBENCH_*`` variables (and any other allowed) for the program.
         files: Extra read-only files by their path inside the sandbox (under ``/opt``), with
             their content (a probe program, for one).
+        bounds: Memory, processes, CPU and workspace bounds (``None``: none).
+        trial_dir: Where the list of workspace files not kept goes.
     """
 
     workspace: Path
@@ -147,15 +178,42 @@ class Sandbox:
     agent_dir: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
+    bounds: Bounds | None = None
+    trial_dir: Path | None = None
     uid: int = field(default_factory=lambda: secrets.SystemRandom().randint(*UID_RANGE))
 
     def __post_init__(self) -> None:
         self.mount_at = self.workspace
         self.workspace = Path(os.path.realpath(self.workspace))
         self._fds: list[int] = []
-        self._private = Path(tempfile.mkdtemp(prefix="itbench-sandbox-", dir="/tmp"))
+        self.relay: netbridge.Relay | None = None
+        self.cgroups: Cgroups | None = None
+        self.bounded_workspace: BoundedWorkspace | None = None
+        #: Why the sandbox runs without its bounds (``None``: bounded, or no bounds asked).
+        self.unbounded: str | None = None
+        #: What the copy back kept of the workspace (after :meth:`close`).
+        self.kept: Kept | None = None
+        self._private = Path(tempfile.mkdtemp(prefix=PRIVATE_PREFIX, dir="/tmp"))
+        self._private_mounted = False
+        try:
+            self._make_private()
+        except BaseException:
+            self.close()
+            raise
+
+    def _make_private(self) -> None:
+        """The private directory: sockets, helper files and mount points bubblewrap binds."""
+        if os.geteuid() == 0:
+            # A file system of its own: what bubblewrap binds from it shows no host path.
+            with contextlib.suppress(OSError):
+                flags = _MS_NOSUID | _MS_NODEV
+                mount_fs("itbench", self._private, "tmpfs", flags, f"size={PRIVATE_SIZE},mode=0711")
+                self._private_mounted = True
+                self._note_mounts()
         os.chmod(self._private, 0o711)
-        self._sock_dir = self._private / "run"
+        # At the same path as inside: its mount root names nothing but where it is bound.
+        self._sock_dir = self._private / RUN.lstrip("/")
+        self._sock_dir.parent.mkdir(mode=0o711)
         self._sock_dir.mkdir(mode=0o711)
         mnt = self._private / "mnt"
         mnt.mkdir(mode=0o711)
@@ -166,14 +224,13 @@ class Sandbox:
         for point in self._stage.values():
             point.mkdir(mode=0o700)
             os.chown(point, self.uid, self.uid)
-        self.relay: netbridge.Relay | None = None
 
     def preexec(self) -> None:
         """In the child, before bubblewrap: stage the binds as root, then become the agent.
 
         Runs between fork and exec (so it uses only system calls): a private mount namespace,
-        the workspace and agent directory bound onto their mount points, then no groups and
-        the agent's uid and gid.
+        the workspace and agent directory bound onto their mount points, the control groups
+        joined, then no groups and the agent's uid and gid.
         """
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.unshare(_CLONE_NEWNS) != 0:
@@ -183,6 +240,8 @@ class Sandbox:
         for src, point in self._stage.items():
             if libc.mount(str(src).encode(), str(point).encode(), None, _MS_BIND, None) != 0:
                 raise OSError(ctypes.get_errno(), f"cannot bind {src}")
+        if self.cgroups is not None:
+            self.cgroups.join()
         resource.setrlimit(resource.RLIMIT_NPROC, (PROCESS_LIMIT, PROCESS_LIMIT))
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
         os.setgroups([])
@@ -194,19 +253,57 @@ class Sandbox:
         self._fds.append(fd)
         return fd
 
-    def _data(self, name: str, text: str) -> int:
+    def _data(self, name: str, content: str | bytes) -> int:
         path = self._private / name
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
         return self._fd(path)
 
     def prepare(self) -> None:
-        """Give the workspace to the agent's uid and start the port relay."""
+        """Give the workspace to the agent's uid, apply the bounds, start the port relay."""
         os.chown(self.workspace, self.uid, self.uid)
         for entry in self.workspace.rglob("*"):
             with contextlib.suppress(OSError):
                 os.chown(entry, self.uid, self.uid, follow_symlinks=False)
         self.workspace.chmod(0o700)
+        if self.bounds is not None:
+            self._bind_bounds(self.bounds)
         self.relay = netbridge.Relay(str(self._sock_dir / "bridge.sock"), self.ports)
+
+    def _bind_bounds(self, bounds: Bounds) -> None:
+        """Make the control groups and mount the bounded workspace (or say why not)."""
+        self.unbounded = bounds_problem()
+        if self.unbounded is not None:
+            return
+        try:
+            cgroups = Cgroups(bounds.limits)
+            cgroups.create()
+            self.cgroups = cgroups
+            if self.trial_dir is not None:
+                record(cgroups, self.trial_dir)
+            stage = self._private / "workspace"
+            stage.mkdir(mode=0o700)
+            workspace = BoundedWorkspace(self.workspace, stage, bounds.workspace, self.uid)
+            workspace.mount()
+            self.bounded_workspace = workspace
+            self._note_mounts()
+        except OSError as exc:
+            self.unbounded = f"sandboxed agents run unbounded: {exc}"
+            self._release_bounds()
+
+    def limits_reached(self) -> list[str]:
+        """The bounds the sandbox's processes ran into (the OOM killer, refused forks)."""
+        if self.cgroups is None:
+            return []
+        out = []
+        limits = self.cgroups.limits
+        if kills := self.cgroups.oom_kills():
+            out.append(
+                f"the sandbox's memory limit ({limits.memory} bytes) was reached: "
+                f"the kernel killed {kills} process(es)"
+            )
+        if refused := self.cgroups.pids_refused():
+            out.append(f"the sandbox's process limit ({limits.pids}) refused {refused} fork(s)")
+        return out
 
     def argv(self, command: Sequence[str]) -> list[str]:
         """The bubblewrap command line that runs ``command`` in this sandbox.
@@ -223,6 +320,9 @@ class Sandbox:
         out = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent"]
         out.append("--new-session")
         out += ["--hostname", "sandbox", "--cap-drop", "ALL"]
+        program = seccomp.program()
+        if program is not None:
+            out += ["--seccomp", str(self._data("seccomp.bpf", program))]
         out += ["--size", str(SMALL_TMPFS), "--tmpfs", "/"]
         out += ["--ro-bind", "/usr", "/usr", "--size", str(SMALL_TMPFS), "--tmpfs", "/usr/local"]
         for link in ("bin", "lib", "lib64", "sbin"):
@@ -278,7 +378,11 @@ class Sandbox:
         return tuple(self._fds)
 
     def close(self) -> None:
-        """Stop the relay, close descriptors and remove the private files. Idempotent."""
+        """Stop the relay and every process left, copy the workspace back, release the rest.
+
+        Idempotent. The workspace's copy back is capped (see :mod:`itbench.workspace_fs`);
+        :attr:`kept` says what it kept.
+        """
         if self.relay is not None:
             self.relay.stop()
             self.relay = None
@@ -286,4 +390,40 @@ class Sandbox:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._fds.clear()
-        shutil.rmtree(self._private, ignore_errors=True)
+        try:
+            if self.bounded_workspace is not None and self.cgroups is not None:
+                # Nothing may write while the workspace is copied.
+                with contextlib.suppress(OSError):
+                    self.cgroups.remove()
+                self.kept = self.bounded_workspace.restore(self.trial_dir)
+        finally:
+            self._release_bounds()
+            if self._private_mounted:
+                with contextlib.suppress(OSError):
+                    unmount_fs(self._private)
+                self._private_mounted = False
+            shutil.rmtree(self._private, ignore_errors=True)
+            self._note_mounts()
+
+    def _note_mounts(self) -> None:
+        """Note in the trial directory what is mounted, for the recovery of a killed harness."""
+        if self.trial_dir is None:
+            return
+        points = [self.bounded_workspace.stage] if self.bounded_workspace is not None else []
+        points += [self._private] if self._private_mounted else []
+        note_mounts(self.trial_dir, points)
+
+    def _release_bounds(self) -> None:
+        """Unmount the workspace's file system and remove the control groups."""
+        workspace, self.bounded_workspace = self.bounded_workspace, None
+        if workspace is not None:
+            workspace.unmount()
+        cgroups, self.cgroups = self.cgroups, None
+        if cgroups is not None:
+            try:
+                cgroups.remove()
+            except OSError as exc:
+                log.warning("the sandbox's control groups are left: %s", exc)
+            else:
+                if self.trial_dir is not None:
+                    (self.trial_dir / RECORD_FILE).unlink(missing_ok=True)

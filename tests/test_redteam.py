@@ -8,11 +8,15 @@ records unchanged, no daemon or listener left, harness processes alive.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
+import os
 import secrets
 import select
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -23,9 +27,11 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import CliFn, results, trial_dir
+from conftest import ITBENCH, CliFn, _env, processes_pointing_into, results, trial_dir
 
 from itbench.agents import Agent
+from itbench.bounds import bounds_problem
+from itbench.cgroups import CONTROLLERS, parent_dir
 from itbench.errors import ToolError
 from itbench.mcpserver import MAX_BODY as MCP_MAX_BODY
 from itbench.mcpserver import McpServer
@@ -708,3 +714,257 @@ def test_an_evaluation_that_fails_after_the_agent_left_work_is_invalid(
     assert "1 tool call(s) still running" in left.error and "timed out" in left.error
     assert clean.status is TrialStatus.error and "timed out" in (clean.error or "")
     assert len(turn_ended) == 2
+
+
+# --- bounds: disk, memory, processes, tracing and the mount table ---------------------------
+#
+# Each test runs a hostile agent (``tests/agents/bounded.py``) through the real CLI, the real
+# sandbox and real control groups, on the cheap toy scenario, with small bounds.
+
+BOUNDED = Path(__file__).parent / "agents" / "bounded.py"
+#: Small bounds for the tests (the defaults are far larger).
+SMALL = {
+    "agent_memory": 256 * 1024**2,
+    "agent_pids": 48,
+    "agent_cpus": 1.0,
+    "agent_workspace_size": 24 * 1024**2,
+    "agent_workspace_files": 4096,
+    "agent_workspace_keep": 6 * 1024**2,
+}
+needs_bounds = pytest.mark.skipif(
+    bounds_problem() is not None or shutil.which("bwrap") is None,
+    reason=f"no bounds here: {bounds_problem()}",
+)
+
+
+def _hostile(
+    itbench: CliFn, run: Path, mode: str, *, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Run ``bounded.py MODE`` on toy/healthy with :data:`SMALL` bounds; its one result."""
+    options = {**SMALL, **(extra or {})}
+    args = ["evaluate", "--agent", "command", "-s", "toy/healthy", "--out", str(run)]
+    args += ["--option", f"agent_command=/usr/bin/python3 {BOUNDED} {mode}"]
+    for key, value in options.items():
+        args += ["--option", f"{key}={value}"]
+    res = itbench(*args)
+    assert res.returncode == 0, res.stderr
+    [row] = results(run)
+    return row
+
+
+def _report(run: Path, row: dict[str, Any]) -> dict[str, Any]:
+    return dict(json.loads((run / "workspaces" / row["handle"] / "report.json").read_text()))
+
+
+def _own_cgroups() -> set[str]:
+    """The sandbox groups below this process's own, in every bounded controller."""
+    return {
+        f"{c}/{p.name}"
+        for c in CONTROLLERS
+        for p in parent_dir(c).iterdir()
+        if p.name.startswith("itbench-")
+    }
+
+
+def _mounts_under(path: Path) -> list[str]:
+    return [
+        line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(path) in line
+    ]
+
+
+@needs_bounds
+def test_a_workspace_filler_stops_at_its_bound_and_the_run_dir_keeps_the_cap(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    """3 GiB in many files became: a full workspace at its bound, a capped copy, a result."""
+    before = _own_cgroups()
+    run = tmp_path / "run"
+    row = _hostile(itbench, run, "fill 200")
+    report = _report(run, row)
+    # The bound held: the agent got ENOSPC below its size, and still submitted.
+    assert report["error"] == os.strerror(errno.ENOSPC)
+    assert 10 <= report["written_mib"] < 24
+    assert (row["status"], row["error"]) == ("passed", None)
+    # The run directory keeps at most the cap, and says what it cut.
+    workspace = run / "workspaces" / row["handle"]
+    kept = sum(p.stat().st_size for p in workspace.rglob("*") if p.is_file())
+    assert kept <= SMALL["agent_workspace_keep"]
+    assert (workspace / "report.json").is_file() and (workspace / "task.json").is_file()
+    cut = (trial_dir(run, row["trial_id"]) / "workspace-cut.txt").read_text()
+    assert "fill/" in cut and "report.json" not in cut
+    # The bounds are recorded, and nothing of the sandbox is left.
+    assert row["bounds"] == SMALL and row["labels"] == []
+    assert json.loads((run / "manifest.json").read_text())["bounds"] == SMALL
+    assert _mounts_under(run) == []
+    assert _own_cgroups() <= before
+
+
+@needs_bounds
+def test_a_memory_hog_is_killed_at_its_limit_and_fails(itbench: CliFn, tmp_path: Path) -> None:
+    """Allocating and touching more than the memory limit: OOM-killed, the trial failed."""
+    before = _own_cgroups()
+    row = _hostile(itbench, tmp_path / "run", "hog 600")
+    assert row["status"] == "failed"
+    assert "memory limit" in row["error"] and "killed" in row["error"], row["error"]
+    assert row["timings"]["agent"] < 20
+    assert _own_cgroups() <= before
+
+
+@needs_bounds
+def test_a_fork_bomb_stops_at_the_process_limit(itbench: CliFn, tmp_path: Path) -> None:
+    """Forking without end: refused at the pids limit, the program goes on and submits."""
+    run = tmp_path / "run"
+    row = _hostile(itbench, run, "forkbomb 1000")
+    report = _report(run, row)
+    assert report["error"] == os.strerror(errno.EAGAIN)
+    assert 10 < report["forked"] < SMALL["agent_pids"]
+    assert row["status"] == "passed"
+    left = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if str(BOUNDED) in (p.info["cmdline"] or []) and "forkbomb" in (p.info["cmdline"] or [])
+    ]
+    assert left == [] and processes_pointing_into(run) == []
+
+
+@needs_bounds
+def test_tracing_the_sandboxs_pid_1_is_refused(itbench: CliFn, tmp_path: Path) -> None:
+    """PTRACE_ATTACH to pid 1, then a valid submission and exit: refused, the trial ends."""
+    run = tmp_path / "run"
+    row = _hostile(itbench, run, "ptrace")
+    report = _report(run, row)
+    assert (report["attach"], report["errno"]) == (-1, errno.EPERM)
+    assert report["seccomp"] == ["2"]  # the filter is on
+    assert (row["status"], row["error"]) == ("passed", None)
+    assert row["timings"]["agent"] < 10
+
+
+@needs_bounds
+@pytest.mark.parametrize("which", ["bubblewrap", "pid 1"])
+def test_a_stopped_bubblewrap_fails_the_trial_at_once(
+    plugin_site: Path, tmp_path: Path, which: str
+) -> None:
+    """Stopped from outside (the agent cannot), bubblewrap never ends: failed at once."""
+    run = tmp_path / "run"
+    marker = f"sleep-{secrets.token_hex(4)}"
+    args = ["evaluate", "--agent", "command", "-s", "toy/healthy", "--out", str(run)]
+    args += ["--option", f"agent_command=/usr/bin/python3 {BOUNDED} sleep 60 {marker}"]
+    proc = subprocess.Popen(
+        [*ITBENCH, *args],
+        cwd=tmp_path,
+        env=_env(plugin_site, None),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        outer = _wait_for_bwrap(marker)
+        target = outer.pid if which == "bubblewrap" else outer.children()[0].pid
+        os.kill(target, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 0, stderr
+        assert time.monotonic() - stopped_at < 15
+    finally:
+        proc.kill()
+    [row] = results(run)
+    assert row["status"] == "failed"
+    assert "stopped" in row["error"] and f"pid {target}" in row["error"], row["error"]
+    assert which in row["error"]
+    assert not psutil.pid_exists(target) or psutil.Process(target).status() == "zombie"
+
+
+def _wait_for_bwrap(marker: str, timeout: float = 30) -> psutil.Process:
+    """The outer bubblewrap whose command line holds ``marker``, once its pid 1 runs."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for p in psutil.process_iter(["name", "cmdline"]):
+            if p.info["name"] != "bwrap" or marker not in (p.info["cmdline"] or []):
+                continue
+            with contextlib.suppress(psutil.Error):
+                parent = p.parent()
+                # The outer one (its parent is the harness), once it runs pid 1, the bridge
+                # and the agent.
+                outer = parent is not None and parent.name() != "bwrap"
+                if outer and len(p.children(recursive=True)) >= 3:
+                    return p
+        time.sleep(0.1)
+    raise AssertionError(f"no sandbox with {marker} started")
+
+
+@needs_bounds
+def test_the_mount_table_names_no_host_path(itbench: CliFn, tmp_path: Path) -> None:
+    """A run named after its scenario: the agent's mountinfo must not show that name."""
+    name = f"k8s-host-namespaces-{secrets.token_hex(4)}"
+    run = tmp_path / name
+    row = _hostile(itbench, run, "mountinfo")
+    report = _report(run, row)
+    mountinfo, cgroup = report["mountinfo"], report["cgroup"]
+    assert "/tmp/itbench-workspaces/" in mountinfo  # it is the real table
+    for secret in (name, str(tmp_path), "/workspaces/", row["handle"] + "/", "itbench-sandbox"):
+        assert secret not in mountinfo, secret
+    # Every other bind is at its own path (/usr, /etc files, devices, the agent's directory),
+    # a file of bubblewrap's own, or the system's (/etc/localtime links into /usr).
+    for line in mountinfo.splitlines():
+        root, point = line.split()[3:5]
+        assert root in ("/", point, point.removeprefix("/dev")) or root.startswith(
+            ("/bindfile", "/usr/")
+        ), line
+    # Its cgroup namespace starts at its own groups.
+    assert all(line.endswith(":/") for line in cgroup.splitlines()), cgroup
+
+
+@needs_bounds
+def test_a_killed_harness_leaves_no_mount_or_group_after_cleanup(
+    itbench: CliFn, plugin_site: Path, tmp_path: Path
+) -> None:
+    """The harness dies mid-turn: its tmpfs over the workspace and its groups are recovered."""
+    before, private = _own_cgroups(), _mounts_under(Path("/tmp/itbench-sandbox-"))
+    run = tmp_path / "run"
+    marker = f"sleep-{secrets.token_hex(4)}"
+    args = ["evaluate", "--agent", "command", "-s", "toy/healthy", "--out", str(run)]
+    args += ["--option", f"agent_command=/usr/bin/python3 {BOUNDED} sleep 60 {marker}"]
+    proc = subprocess.Popen(
+        [*ITBENCH, *args], cwd=tmp_path, env=_env(plugin_site, None), stderr=subprocess.DEVNULL
+    )
+    try:
+        _wait_for_bwrap(marker)
+        assert _mounts_under(run) and _own_cgroups() > before  # the bounds were in place
+    finally:
+        proc.kill()
+        proc.wait()
+    res = itbench("cleanup", str(run))
+    assert res.returncode == 0, res.stderr
+    assert _mounts_under(run) == []
+    assert set(_mounts_under(Path("/tmp/itbench-sandbox-"))) <= set(private)
+    assert _own_cgroups() <= before
+
+
+@needs_bounds
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+def test_without_writable_control_groups_the_run_warns_once_and_is_labelled_unbounded(
+    plugin_site: Path, tmp_path: Path
+) -> None:
+    """A harness whose memory controller is read-only (its own mount namespace) still runs."""
+    run = tmp_path / "run"
+    command = [*ITBENCH, "evaluate", "--agent", "command", "-s", "toy/healthy", "--trials", "2"]
+    command += ["--option", f"agent_command=/usr/bin/python3 {BOUNDED} mountinfo"]
+    command += ["--out", str(run)]
+    script = 'mount -o remount,bind,ro /sys/fs/cgroup/memory && exec "$@"'
+    res = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", script, "sh", *command],
+        cwd=tmp_path,
+        env=_env(plugin_site, None),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    warnings = [line for line in res.stderr.splitlines() if "run unbounded" in line]
+    assert len(warnings) == 1 and "/sys/fs/cgroup/memory" in warnings[0], res.stderr
+    rows = results(run)
+    assert [(r["status"], r["labels"], r["bounds"]) for r in rows] == [
+        ("passed", ["unbounded"], {})
+    ] * 2
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["labels"] == ["unbounded"] and manifest["bounds"] == {}

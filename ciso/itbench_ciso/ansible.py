@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from itbench import forget_pid, record_pid, stop_group
+from itbench import forget_pid, record_pid, stop_group, stopped
 from itbench_ciso import playrun
 from itbench_ciso.sandbox import Jail, read_back
 
@@ -203,6 +203,7 @@ def run_playbook(
     log = run_dir.parent / f"{run_dir.name}.log"
     outcome = PlayOutcome("error", sandboxed=jail.confined)
     name = f"playbook-{run_dir.name}"
+    halted: str | None = None
     with jail.running(), log.open("wb") as fh:
         try:
             proc = jail.popen(
@@ -213,7 +214,10 @@ def run_playbook(
             return outcome
         record_pid(trial_dir, name, proc.pid)
         try:
-            proc.wait(timeout=timeout + 20)
+            if jail.confined:
+                halted = stopped.wait(proc, timeout + 20)
+            else:
+                proc.wait(timeout=timeout + 20)
         except subprocess.TimeoutExpired:
             outcome.status = "timeout"
         finally:
@@ -224,6 +228,13 @@ def run_playbook(
             forget_pid(trial_dir, name)
     facts: dict[str, Any] = {}
     output = ""
+    if halted is not None:
+        # Stopped or traced: it would never have ended; nothing it left counts.
+        outcome.status = "failed"
+        outcome.output = f"the playbook's sandbox cannot end: {halted}"
+        outcome.problems = {host: outcome.output for host in hosts}
+        outcome.seconds = time.perf_counter() - start
+        return outcome
     if outcome.status != "timeout":
         try:
             data = json.loads(read_back(run_dir, "result.json", RESULT_LIMIT))

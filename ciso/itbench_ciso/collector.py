@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from itbench import forget_pid, record_pid, stop_group
+from itbench import forget_pid, record_pid, stop_group, stopped
 from itbench_ciso.aws import Credentials
 from itbench_ciso.sandbox import Jail
 
@@ -159,7 +159,11 @@ class Collector:
             assert proc.stdin is not None
             proc.stdin.write(json.dumps(job).encode() + b"\n")
             proc.stdin.close()
-            proc.wait(timeout=timeout)
+            halted = stopped.wait(proc, timeout) if self.jail.confined else None
+            if not self.jail.confined:
+                proc.wait(timeout=timeout)
+            if halted is not None:
+                out.problem = f"the collector's sandbox cannot end: {halted}"
         except BrokenPipeError:
             proc.wait()
             self.lost = True

@@ -4,8 +4,9 @@ A submitted collector or playbook is code of the agent that the harness runs, du
 agent's turn (through a tool) and when judging. It runs as an unprivileged uid of its own, in
 new user, PID, network, IPC, UTS and cgroup namespaces, with no capability at all (in no user
 namespace: bubblewrap itself runs as that uid, never as root), no way to make further user
-namespaces, and a seccomp filter refusing file handles (``open_by_handle_at`` would open any
-inode of a filesystem the sandbox shows a part of). Its root is empty but for:
+namespaces, and the seccomp filter of :mod:`itbench.seccomp` (no tracing or other reach into
+another process, no file handles: ``open_by_handle_at`` would open any inode of a filesystem
+the sandbox shows a part of). Its root is empty but for:
 
 - ``/usr`` and the interpreter's own tree read-only, with the harness's virtual environment
   (boto3, Ansible) minus every ``itbench`` package, and a few files of ``/etc``;
@@ -37,16 +38,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
 import importlib.metadata
 import importlib.util
 import os
-import platform
 import resource
 import secrets
 import shutil
 import stat
-import struct
 import subprocess
 import sys
 import tempfile
@@ -54,6 +52,8 @@ from collections.abc import Iterator, Sequence
 from functools import cache
 from pathlib import Path
 from typing import IO, Any
+
+from itbench import seccomp
 
 #: The run directory as the confined program sees it.
 RUN = "/job"
@@ -87,13 +87,6 @@ SHM_SIZE = 64 * 1024 * 1024
 TMP_SIZE = 256 * 1024 * 1024
 #: Size of the read-only skeletons holding mount points under /tmp, in bytes.
 SKELETON_SIZE = 1024 * 1024
-#: System calls the seccomp filter refuses (with EPERM), by machine: the audit architecture
-#: and the numbers of ``name_to_handle_at`` and ``open_by_handle_at``.
-HANDLE_SYSCALLS = {
-    "x86_64": (0xC000003E, (303, 304)),
-    "aarch64": (0xC00000B7, (264, 265)),
-}
-_X32_SYSCALL_BIT = 0x40000000
 _CLONE_NEWNS = 0x00020000
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 
@@ -111,35 +104,13 @@ def _libc() -> ctypes.CDLL:
 
 
 def seccomp_program(machine: str | None = None) -> bytes | None:
-    """The classic BPF program bubblewrap installs (``--seccomp``), or ``None`` off its machines.
+    """The filter bubblewrap installs (``--seccomp``), shared with the agents' sandbox.
 
-    It refuses with EPERM the file-handle calls of :data:`HANDLE_SYSCALLS`, every call of
-    another architecture (32-bit entry points) and, on x86-64, of the x32 ABI; it allows the
-    rest.
+    See :mod:`itbench.seccomp`: it refuses tracing and every other call that reads or changes
+    another process, file handles and foreign system call entry points. ``None`` off the
+    machines it knows.
     """
-    known = HANDLE_SYSCALLS.get(machine or platform.machine())
-    if known is None:
-        return None
-    arch, numbers = known
-    ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, ..JGE, BPF_RET
-    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
-    # (code, jump if true, jump if false, k); "DENY" is resolved to the last instruction.
-    prog: list[tuple[int, int | str, int | str, int]] = [
-        (ld_abs, 0, 0, 4),  # seccomp_data.arch
-        (jeq, 0, "DENY", arch),
-        (ld_abs, 0, 0, 0),  # seccomp_data.nr
-    ]
-    if arch == HANDLE_SYSCALLS["x86_64"][0]:
-        prog.append((jge, "DENY", 0, _X32_SYSCALL_BIT))
-    prog += [(jeq, "DENY", 0, n) for n in numbers]
-    prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
-    last = len(prog) - 1
-    out = b""
-    for i, (code, jt, jf, k) in enumerate(prog):
-        t = last - i - 1 if jt == "DENY" else int(jt)
-        f = last - i - 1 if jf == "DENY" else int(jf)
-        out += struct.pack("=HBBI", code, t, f, k)
-    return out
+    return seccomp.program(machine)
 
 
 @cache

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from pathlib import Path
@@ -141,10 +142,13 @@ def test_an_interpreter_under_tmp_runs_confined(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     repo = Path(__file__).resolve().parents[2]
+    # The harness's dependencies (the sandbox's seccomp filter is the core's) come last.
+    deps = sysconfig.get_paths()["purelib"]
     driver = f"""
 import json, sys, tempfile
 from pathlib import Path
 sys.path[:0] = [{str(repo / "ciso")!r}, {str(repo)!r}]
+sys.path.append({deps!r})
 from itbench_ciso.sandbox import Jail
 jail = Jail(Path(tempfile.mkdtemp(dir={str(tmp_path)!r})), confine=True)
 with jail.running():
@@ -276,3 +280,34 @@ def test_a_collector_started_ahead_runs_its_script_as_a_fresh_one_would(tmp_path
     assert not dead.alive()
     out = dead.run("print('{}')", env, timeout=30)
     assert out.problem is not None and "before its run" in out.problem
+
+
+#: Run confined: attaches to the sandbox's pid 1 (which stops it), then prints and exits.
+TRACE_PID_1 = r"""
+import ctypes, json
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+rc = libc.ptrace(16, 1, None, None)
+print(json.dumps({"attach": rc, "errno": ctypes.get_errno()}))
+"""
+
+
+@needs_sandbox
+def test_a_collector_cannot_trace_its_sandbox_nor_make_the_judge_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the filter, attaching to pid 1 is refused; without it, the attach stops pid 1 and
+    the sandbox could never end: the run fails at once instead of at its time limit."""
+    creds = Credentials("210987654321", "AKIAEXAMPLE", "secret", "token")
+    refused = Collector(tmp_path / "runs" / "a", tmp_path, 4566).start()
+    env = collector_env(creds, "http://127.0.0.1:4566", refused.jail)
+    out = refused.run(TRACE_PID_1, env, timeout=30)
+    assert out.evidence == {"attach": -1, "errno": 1}, (out.problem, out.stderr)
+
+    monkeypatch.setattr(sandbox, "seccomp_program", lambda machine=None: None)
+    traced = Collector(tmp_path / "runs" / "b", tmp_path, 4566).start()
+    start = time.monotonic()
+    out = traced.run(TRACE_PID_1, env, timeout=30)
+    assert time.monotonic() - start < 10
+    assert out.problem is not None and "cannot end" in out.problem, out
+    assert "pid 1" in out.problem and ("stopped" in out.problem or "traced" in out.problem)

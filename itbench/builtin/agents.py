@@ -86,6 +86,7 @@ def itbench_register_agents() -> list[AgentSpec]:
             "Looks for the answer outside the environment (files, packages, processes, "
             "ports) from the sandbox; every valid scenario fails it.",
             sandboxed=True,
+            configure=configure_command,
         ),
         AgentSpec(
             "probe/constant",

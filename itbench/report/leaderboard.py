@@ -414,6 +414,8 @@ def _notes(
         notes.append("unsandboxed")
     if Label.reference in labels:
         notes.append("reference")
+    if Label.unbounded in labels:
+        notes.append("unbounded")
     if missing:
         notes.append(f"{missing} planned trials missing (counted as failed)")
     if any(r.status is TrialStatus.invalid for r in results):
