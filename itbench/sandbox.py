@@ -359,9 +359,23 @@ class Sandbox:
         out += ["--bind", str(self._stage[self.workspace]), str(self.mount_at)]
         out += ["--remount-ro", "/", "--chdir", str(self.mount_at)]
         ports = ",".join(str(p) for p in sorted(set(self.ports)))
-        out += ["/usr/bin/python3", "-I", "-S", f"{OPT}/netbridge.py", f"{RUN}/bridge.sock", ports]
-        out.append("--")
-        return out + list(command)
+        relay = [
+            "/usr/bin/python3",
+            "-I",
+            "-S",
+            f"{OPT}/netbridge.py",
+            f"{RUN}/bridge.sock",
+            ports,
+        ]
+        return [bwrap, *self._options_fd(out[1:]), "--", *relay, "--", *command]
+
+    def _options_fd(self, options: Sequence[str]) -> list[str]:
+        """Bubblewrap's ``options`` read from a descriptor (``--args FD``), not its command line.
+
+        The sandbox's pid 1 is bubblewrap: its ``/proc/1/cmdline`` would show every host path
+        it binds.
+        """
+        return ["--args", str(self._data("args", "".join(f"{o}\0" for o in options)))]
 
     def environment(self) -> dict[str, str]:
         """The program's whole environment: nothing of the harness's own."""

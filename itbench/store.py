@@ -353,8 +353,13 @@ class RunStore:
                 )
 
 
-#: Run options whose values are not published with a run (their names are).
-SECRET_OPTION = re.compile(r"key|token|secret|passw|credential|auth", re.IGNORECASE)
+#: Run options whose values are not published with a run (their names are): a word of the
+#: name (split at ``_``, ``-`` and ``.``) names a credential (``api_key``, not ``monkey``).
+SECRET_OPTION = re.compile(
+    r"(?:^|[_.-])(?:api|access)?(?:keys?|tokens?|secrets?|passw\w*|credentials?|auth\w*)"
+    r"(?:$|[_.-])",
+    re.IGNORECASE,
+)
 
 
 def published_manifest(manifest: RunManifest) -> RunManifest:

@@ -10,8 +10,10 @@ bin=.venv/bin
 out=${1:-runs/leaderboard-$(date -u +%Y%m%dT%H%M%S)}
 rerun=${RERUN:-10}
 mkdir -p "$out"
-for entry in oracle:oracle baseline:baseline noop:noop probe-constant:probe/constant \
-    probe-leak:probe/leak probe-thrash:probe/thrash finops-heuristic:finops/heuristic; do
+entries="oracle:oracle baseline:baseline noop:noop probe-constant:probe/constant
+probe-leak:probe/leak probe-thrash:probe/thrash finops-heuristic:finops/heuristic"
+# Every run first: adding entries changes leaderboards/, and a run of a changed tree is refused.
+for entry in $entries; do
     name=${entry%%:*}
     agent=${entry#*:}
     case $agent in
@@ -19,6 +21,9 @@ for entry in oracle:oracle baseline:baseline noop:noop probe-constant:probe/cons
         *) set -- -s 'ciso/*' -s 'finops/*' ;;
     esac
     $bin/itbench evaluate --agent "$agent" "$@" --workers 2 --out "$out/$name"
+done
+for entry in $entries; do
+    name=${entry%%:*}
     rm -rf "leaderboards/runs/$name"
     $bin/itbench leaderboard add "$out/$name" --name "$name"
     $bin/itbench leaderboard verify "$name" --rerun "$rerun" --out "$out/verify-$name"

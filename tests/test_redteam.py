@@ -894,7 +894,7 @@ def _wait_for_bwrap(marker: str, timeout: float = 30) -> psutil.Process:
 
 @needs_bounds
 def test_the_mount_table_names_no_host_path(itbench: CliFn, tmp_path: Path) -> None:
-    """A run named after its scenario: the agent's mountinfo must not show that name."""
+    """A run named after its scenario: the agent's mountinfo and pid 1 must not show that name."""
     name = f"k8s-host-namespaces-{secrets.token_hex(4)}"
     run = tmp_path / name
     row = _hostile(itbench, run, "mountinfo")
@@ -912,6 +912,11 @@ def test_the_mount_table_names_no_host_path(itbench: CliFn, tmp_path: Path) -> N
         ), line
     # Its cgroup namespace starts at its own groups.
     assert all(line.endswith(":/") for line in cgroup.splitlines()), cgroup
+    # pid 1 is bubblewrap, its options read from a descriptor: no bound host path on show.
+    pid1 = report["pid1"].split("\0")
+    assert "--args" in pid1 and "--bind" not in pid1, pid1
+    for secret in (name, str(tmp_path), "itbench-sandbox", row["handle"]):
+        assert not any(secret in word for word in pid1), (secret, pid1)
 
 
 @needs_bounds

@@ -432,8 +432,11 @@ class Jail:
             bridge += ["--"]
         for top in skeletons:
             out += ["--remount-ro", top]
-        out += ["--remount-ro", "/", "--chdir", RUN, "--"]
-        return out + bridge + list(command)
+        out += ["--remount-ro", "/", "--chdir", RUN]
+        # The options from a descriptor: the jail's pid 1 is bubblewrap, whose command line
+        # (/proc/1/cmdline) would show every host path it binds.
+        options = "".join(f"{o}\0" for o in out[1:])
+        return [out[0], "--args", str(self._data("args", options)), "--", *bridge, *command]
 
     def environment(self, env: dict[str, str]) -> dict[str, str]:
         """The whole environment of a program given ``env``: a minimal base, then ``env``."""

@@ -38,6 +38,7 @@ import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
 
 from itbench.active import RunLock
+from itbench.bounds import OPTIONS as BOUND_DEFAULTS
 from itbench.catalog import catalog_versions
 from itbench.errors import RunDirError
 from itbench.models import Label, RunManifest, ScenarioSpec, TrialResult, TrialStatus
@@ -418,6 +419,16 @@ def _notes(
         notes.append("unbounded")
     if missing:
         notes.append(f"{missing} planned trials missing (counted as failed)")
+    raised = sorted(
+        name
+        for name, value in manifest.bounds.items()
+        if name in BOUND_DEFAULTS
+        and name != "agent_workspace_keep"
+        and value > BOUND_DEFAULTS[name][0]
+    )
+    if raised:
+        # More memory, processes or CPU than the defaults is an advantage in a fixed time.
+        notes.append(f"bounds above the defaults: {', '.join(raised)}")
     if any(r.status is TrialStatus.invalid for r in results):
         notes.append("invalid trials")
     if any(r.status is TrialStatus.error for r in results):

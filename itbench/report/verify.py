@@ -5,9 +5,10 @@ what they cannot do is make the agent pass trials it fails. ``itbench leaderboar
 --rerun K`` draws K of the entry's scored trials at random, runs their scenarios again with the
 entry's recorded agent and settings on fresh draws, and compares the entry's pass count on those
 trials with the re-run's by a one-sided Fisher exact test. An entry whose claimed passes are
-significantly more than the re-run's is **disputed**; otherwise it is **verified**. An entry
-that cannot be re-run (its agent is not registered here, a credential was redacted and not given
-again, the re-run could not score enough trials) is **unverified**. The outcome is written to
+significantly more than the re-run's is **disputed**; otherwise it is **verified**. A re-run
+trial that ends in an error or invalid counts as not passed: settings that break the re-run do
+not spare an entry. An entry that cannot be re-run here (its agent is not registered, a
+credential was redacted and not given again) is **unverified**. The outcome is written to
 ``runs/<entry>/verification.json`` and shown on the board.
 
 A ``command`` agent's program directory is committed with its entry (``runs/<entry>/agent/``)
@@ -192,6 +193,9 @@ def verify_entry(
         )
         taken += mine[:count]
     scored = [r for r in taken if r.status in SCORED]
+    # The entry's own agent and settings could not pass what they claim to pass: a re-run trial
+    # that ends in an error, invalid or never ran counts as not passed (an entry whose settings
+    # break its re-run is not thereby spared).
     passed = sum(r.passed for r in scored)
     figures = {
         "claimed_passed": claimed,
@@ -199,14 +203,12 @@ def verify_entry(
         "rerun_scored": len(scored),
         "rerun_run_id": outcome.results[0].run_id if outcome.results else None,
     }
-    if len(scored) * 2 < len(drawn):
-        reason = f"the re-run scored {len(scored)} of {len(drawn)} trials (errors or invalid)"
-        return _write(entry, Verification(status="unverified", reason=reason, **base, **figures))
-    p = fisher_greater(claimed, len(drawn), passed, len(scored))
+    p = fisher_greater(claimed, len(drawn), passed, len(drawn))
     status: Literal["verified", "disputed"] = "disputed" if p < ALPHA else "verified"
+    unscored = f", {len(drawn) - len(scored)} not scored" if len(scored) < len(drawn) else ""
     reason = (
-        f"claimed {claimed} of {len(drawn)} passed; the re-run passed {passed} of {len(scored)} "
-        f"(one-sided Fisher exact p = {p:.3g})"
+        f"claimed {claimed} of {len(drawn)} passed; the re-run passed {passed} of {len(drawn)}"
+        f"{unscored} (one-sided Fisher exact p = {p:.3g})"
     )
     return _write(entry, Verification(status=status, reason=reason, p_value=p, **base, **figures))
 

@@ -2,7 +2,7 @@
 
 Modes: ``fill N`` writes files of 1 MiB until N MiB or a full disk; ``hog N`` allocates and
 touches N MiB; ``forkbomb`` forks until refused; ``ptrace`` attaches to pid 1; ``mountinfo``
-copies ``/proc/self/mountinfo``; ``sleep`` waits. Each reports in ``report.json`` of its
+copies ``/proc/self/mountinfo`` and pid 1's command line; ``sleep`` waits. Each reports in ``report.json`` of its
 workspace (when it lives to) and submits "no incident".
 """
 
@@ -69,6 +69,7 @@ elif mode == "ptrace":
 elif mode == "mountinfo":
     report["mountinfo"] = Path("/proc/self/mountinfo").read_text()
     report["cgroup"] = Path("/proc/self/cgroup").read_text()
+    report["pid1"] = Path("/proc/1/cmdline").read_bytes().decode(errors="replace")
 elif mode == "sleep":
     save()
     time.sleep(arg)
