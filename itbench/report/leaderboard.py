@@ -484,7 +484,7 @@ def load_entries(
                 f"{entry / SUMMARY}: disagrees with the run's files in {', '.join(differ)}"
             )
             continue
-        if bench is not None:
+        if bench is not None and registered_labels(bench, manifest) is not None:
             try:
                 check_labels(bench, manifest, results, entry / MANIFEST)
             except RunDirError as exc:
