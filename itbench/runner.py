@@ -54,7 +54,7 @@ from itbench.provenance import (
     host_info,
     package_versions,
 )
-from itbench.store import RunStore
+from itbench.store import EVALUATION, TRIAL_RECORD, RunStore
 from itbench.tools import Toolbox
 from itbench.workspace_fs import unmount_all, unmount_noted
 
@@ -64,6 +64,8 @@ log = logging.getLogger("itbench.runner")
 CORE_AGENTS = "itbench.agents"
 #: The run directory's record of plugin problems (absent when there were none).
 PROBLEMS_FILE = "plugin-problems.json"
+#: A judged trial's verdict in its directory (status and reason), written before teardown.
+VERDICT = "verdict.json"
 #: Seconds an environment may take to make its fault observable, unless overridden.
 DEFAULT_READY_TIMEOUT = 120.0
 #: Seconds an agent past its time limit (or cancelled) gets to stop what it started.
@@ -322,9 +324,10 @@ class Runner:
             self.store.use_secret(self.secret, manifest)
             done = set()
         self._record_path = register(self.run_dir, manifest.run_id)
-        todo = [t for t in trials if t.trial_id not in done]
+        self._manifest = manifest
         if resume:
-            self._recover_unfinished(done)
+            done |= self._recover_unfinished(done, {t.trial_id: t for t in trials})
+        todo = [t for t in trials if t.trial_id not in done]
         if self.on_plan:
             self.on_plan(len(todo), len(trials) - len(todo))
         known = len(self.bench.host.problems)
@@ -385,12 +388,68 @@ class Runner:
             )
         return [p.line() for p in problems[known:]]
 
-    def _recover_unfinished(self, done: set[str]) -> None:
-        """Stop and remove what trials of a killed harness left (from harness-only records)."""
+    def _recover_unfinished(
+        self, done: set[str], planned: dict[str, PlannedTrial] | None = None
+    ) -> set[str]:
+        """Stop and remove what trials of a killed harness left (from harness-only records).
+
+        A trial that was judged before the harness died keeps its directory; with ``planned``
+        (a resume) its verdict is recorded as its result, so it is never drawn again.
+
+        Returns:
+            The trial ids whose results were recorded from their verdicts.
+        """
         self.store.remove_staging()
+        recorded: set[str] = set()
         for handle, trial_id in self.store.trial_dirs().items():
-            if trial_id not in done:
-                self._recover_dir(handle, trial_id)
+            if trial_id in done or trial_id in recorded:
+                continue
+            judged = self._recover_dir(handle, trial_id)
+            trial = (planned or {}).get(trial_id)
+            if judged and trial is not None:
+                self.store.append(self._judged_result(handle, trial))
+                recorded.add(trial_id)
+        return recorded
+
+    def _judged_result(self, handle: str, trial: PlannedTrial) -> TrialResult:
+        """The result of a trial judged before the harness died, from its verdict and record."""
+        directory = self.store.trial_dir(handle)
+        verdict = json.loads((directory / VERDICT).read_text(encoding="utf-8"))
+        try:
+            evaluation = json.loads((directory / EVALUATION).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            evaluation = {}
+        note = "recorded on resume: the harness stopped after judging the trial, before its line"
+        error = f"{verdict['error']}; {note}" if verdict.get("error") else note
+        spec = trial.scenario
+        started = datetime.fromtimestamp((directory / TRIAL_RECORD).stat().st_mtime, UTC)
+        finished = datetime.fromtimestamp((directory / VERDICT).stat().st_mtime, UTC)
+        return TrialResult(
+            run_id=self._manifest.run_id,
+            trial_id=trial.trial_id,
+            handle=handle,
+            scenario_id=spec.id,
+            domain=spec.domain,
+            agent=trial.agent,
+            trial_index=trial.index,
+            seed=trial.seed,
+            status=TrialStatus(verdict["status"]),
+            metrics=evaluation.get("metrics") or {},
+            timings=Timings(
+                time_to_detect=evaluation.get("time_to_detect"),
+                time_to_mitigate=evaluation.get("time_to_mitigate"),
+            ),
+            error=error,
+            labels=list(self.labels),
+            tags=list(spec.tags),
+            complexity=spec.complexity,
+            task_types=list(spec.task_types),
+            facets=spec.result_facets(),
+            started_at=started,
+            finished_at=finished,
+            versions=self._versions,
+            record_sha256=self.store.record_sha256(handle),
+        )
 
     def cleanup(self) -> list[str]:
         """Stop and remove what a killed run left in this run directory.
@@ -422,9 +481,15 @@ class Runner:
         """Stop and remove what earlier attempts of one trial left (a worker that died)."""
         for handle, tid in self.store.trial_dirs().items():
             if tid == trial_id:
-                self._recover_dir(handle, trial_id)
+                # The driver runs the trial again: its earlier attempt, judged or not, goes.
+                self._recover_dir(handle, trial_id, keep_judged=False)
 
-    def _recover_dir(self, handle: str, trial_id: str) -> None:
+    def _recover_dir(self, handle: str, trial_id: str, *, keep_judged: bool = True) -> bool:
+        """Stop what a trial left; remove its directories unless it was judged.
+
+        Returns:
+            Whether the trial was judged (its directory, with its verdict, is kept).
+        """
         trial = self.store.trial_dir(handle)
         foreign = foreign_records(trial)
         if foreign:
@@ -447,10 +512,13 @@ class Runner:
         remove_recorded(trial)  # the sandbox's control groups
         unmount_all(self.store.workspace(handle))  # the bounded workspace of a killed harness
         unmount_noted(trial)  # and the sandbox's private directory
-        shutil.rmtree(trial, ignore_errors=True)
-        shutil.rmtree(self.store.workspace(handle), ignore_errors=True)
         if (alias := WORKSPACE_ALIASES / handle).is_symlink():
             alias.unlink()
+        if keep_judged and (trial / VERDICT).is_file():
+            return True
+        shutil.rmtree(trial, ignore_errors=True)
+        shutil.rmtree(self.store.workspace(handle), ignore_errors=True)
+        return False
 
     def attach(self, manifest: RunManifest, secret: bytes, labels: list[Label]) -> None:
         """Prepare to run trials of a run started elsewhere (a worker of a distributed run).
@@ -737,6 +805,9 @@ class TrialRun:
             _write_json(self.trial_dir / "evaluation.json", evaluation.model_dump(mode="json"))
             if self.status is not TrialStatus.timeout:
                 self.status = TrialStatus.passed if evaluation.passed else TrialStatus.failed
+            # The verdict stands from here: a harness killed before the line is written
+            # leaves it for --resume to record (never a second draw of a judged trial).
+            _write_json(self.trial_dir / VERDICT, {"status": self.status, "error": self.error})
         except _Cancelled:
             cancelled = True
         except IntegrityError as exc:

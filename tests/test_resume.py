@@ -156,6 +156,7 @@ def test_resume_of_a_killed_trial_calls_the_domains_recover(tmp_path: Path, itbe
     assert json.loads(lines[1])["trial_id"] == "toy.healthy__oracle__1"
     (run / "results.jsonl").write_text(lines[0] + "\n")
     leftover = trial_dir(run, "toy.healthy__oracle__1")  # found by its trial.json alone
+    (leftover / "verdict.json").unlink()  # it died before the trial was judged
     leftover_workspace = run / "workspaces" / leftover.name
     assert leftover_workspace.is_dir()
     sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
@@ -169,3 +170,33 @@ def test_resume_of_a_killed_trial_calls_the_domains_recover(tmp_path: Path, itbe
     assert rerun != leftover and (rerun / "teardown.count").read_text() == "1"
     assert json.loads((run / "manifest.json").read_text())["secret_sha256"] == secret_sha256
     assert _secret_sha256(run) == secret_sha256
+
+
+def test_a_judged_trial_whose_line_was_lost_is_recorded_not_drawn_again(
+    tmp_path: Path, itbench: CliFn
+) -> None:
+    """The harness died after judging, before the line; or the line was cut to re-roll it.
+
+    Resume records the trial's verdict from its directory: the trial is not run again, so
+    cutting a failed trial's line off the end and resuming gets the same failure.
+    """
+    run = tmp_path / "r"
+    res = itbench("evaluate", "--agent", "noop", "-s", "toy/registry-*", "--out", str(run))
+    assert res.returncode == 0, res.stderr
+    lines = (run / "results.jsonl").read_text().splitlines()
+    last = json.loads(lines[-1])
+    assert last["status"] == "failed"
+    (run / "results.jsonl").write_text("".join(x + "\n" for x in lines[:-1]))
+    before = {d.name for d in (run / "trials").iterdir()}
+    res = itbench("evaluate", "--resume", str(run))
+    assert res.returncode == 0, res.stderr
+    after = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    assert [r["trial_id"] for r in after] == [json.loads(x)["trial_id"] for x in lines]
+    again = after[-1]
+    assert again["status"] == "failed" and again["handle"] == last["handle"]
+    assert (
+        again["record_sha256"] == last["record_sha256"] and "recorded on resume" in again["error"]
+    )
+    assert {d.name for d in (run / "trials").iterdir()} == before  # no second attempt
+    # The recorded line is on the run's chain like any other.
+    assert itbench("report", str(run), "--json").returncode == 0
