@@ -86,8 +86,11 @@ def test_sigkill_mid_run_then_resume_records_every_trial_exactly_once(
     manifest = json.loads((run / "manifest.json").read_text())
     secret = (run / "secret").read_text()
     assert manifest["secret_sha256"] == _secret_sha256(run)
-    # Trials in flight when the harness died left directories named only by their handle.
+    # Trials in flight when the harness died left directories named only by their handle;
+    # those already judged (killed in teardown) are recorded from their verdicts.
     unfinished = {t: d.name for t, d in trial_records(run).items() if t not in before}
+    judged = {t for t, d in trial_records(run).items() if (d / "verdict.json").is_file()}
+    judged -= set(before)
     res = itbench("evaluate", "--resume", str(run), "--json")
     assert res.returncode == 0, res.stderr
     counts = Counter(_ids(run))
@@ -104,6 +107,9 @@ def test_sigkill_mid_run_then_resume_records_every_trial_exactly_once(
     assert {d.name for d in (run / "trials").iterdir()} == set(handles.values())
     assert {d.name for d in (run / "workspaces").iterdir()} == set(handles.values())
     for trial, old in unfinished.items():
+        if trial in judged:
+            assert handles[trial] == old and (run / "trials" / old).exists()
+            continue
         assert handles[trial] != old and not (run / "trials" / old).exists()
         assert not (WORKSPACE_ALIASES / old).is_symlink()  # nor its alias
     assert not any((WORKSPACE_ALIASES / h).is_symlink() for h in handles.values())
