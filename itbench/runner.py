@@ -421,18 +421,11 @@ class Runner:
             evaluation = {}
         note = "recorded on resume: the harness stopped after judging the trial, before its line"
         error = f"{verdict['error']}; {note}" if verdict.get("error") else note
-        spec = trial.scenario
         started = datetime.fromtimestamp((directory / TRIAL_RECORD).stat().st_mtime, UTC)
         finished = datetime.fromtimestamp((directory / VERDICT).stat().st_mtime, UTC)
         return TrialResult(
-            run_id=self._manifest.run_id,
-            trial_id=trial.trial_id,
+            **self._planned_fields(trial),
             handle=handle,
-            scenario_id=spec.id,
-            domain=spec.domain,
-            agent=trial.agent,
-            trial_index=trial.index,
-            seed=trial.seed,
             status=TrialStatus(verdict["status"]),
             metrics=evaluation.get("metrics") or {},
             timings=Timings(
@@ -440,16 +433,29 @@ class Runner:
                 time_to_mitigate=evaluation.get("time_to_mitigate"),
             ),
             error=error,
-            labels=list(self.labels),
-            tags=list(spec.tags),
-            complexity=spec.complexity,
-            task_types=list(spec.task_types),
-            facets=spec.result_facets(),
             started_at=started,
             finished_at=finished,
-            versions=self._versions,
             record_sha256=self.store.record_sha256(handle),
         )
+
+    def _planned_fields(self, trial: PlannedTrial) -> dict[str, Any]:
+        """The fields of a result that its planned trial and this run give."""
+        spec = trial.scenario
+        return {
+            "run_id": self._manifest.run_id,
+            "trial_id": trial.trial_id,
+            "scenario_id": spec.id,
+            "domain": spec.domain,
+            "agent": trial.agent,
+            "trial_index": trial.index,
+            "seed": trial.seed,
+            "labels": list(self.labels),
+            "tags": list(spec.tags),
+            "complexity": spec.complexity,
+            "task_types": list(spec.task_types),
+            "facets": spec.result_facets(),
+            "versions": self._versions,
+        }
 
     def cleanup(self) -> list[str]:
         """Stop and remove what a killed run left in this run directory.
@@ -537,25 +543,12 @@ class Runner:
     def error_result(self, trial: PlannedTrial, reason: str) -> TrialResult:
         """An ``error`` result for a trial that could not be run (a worker lost twice...)."""
         now = _now()
-        spec = trial.scenario
         return TrialResult(
-            run_id=self._manifest.run_id,
-            trial_id=trial.trial_id,
-            scenario_id=spec.id,
-            domain=spec.domain,
-            agent=trial.agent,
-            trial_index=trial.index,
-            seed=trial.seed,
+            **self._planned_fields(trial),
             status=TrialStatus.error,
             error=reason,
-            labels=list(self.labels),
-            tags=list(spec.tags),
-            complexity=spec.complexity,
-            task_types=list(spec.task_types),
-            facets=spec.result_facets(),
             started_at=now,
             finished_at=now,
-            versions=self._versions,
         )
 
     def _domain_of(self, trial_id: str) -> AnyDomain | None:
