@@ -973,3 +973,26 @@ def test_without_writable_control_groups_the_run_warns_once_and_is_labelled_unbo
     ] * 2
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["labels"] == ["unbounded"] and manifest["bounds"] == {}
+
+
+def test_verify_reruns_the_command_agent_program_kept_with_the_entry(
+    toy_bench: Any, tmp_path: Path
+) -> None:
+    """The program named only by the command (no agent_dir option) is kept with the entry, and
+    the re-run runs that copy: the original may be gone or changed since."""
+    from itbench.models import RunConfig
+    from itbench.report.leaderboard import add_run
+    from itbench.report.verify import verify_entry
+    from itbench.runner import Runner
+
+    program = tmp_path / "prog"
+    program.mkdir()
+    shutil.copy(Path(__file__).parent / "agents" / "toy_cli_agent.py", program / "agent.py")
+    options = {"agent_command": f"/usr/bin/python3 {program / 'agent.py'}"}
+    config = RunConfig(agent="command", scenarios=["toy/registry-*"], options=options)
+    Runner(toy_bench, config, tmp_path / "r").run()
+    entry = add_run(tmp_path / "r", tmp_path / "board", "cli", "0.1.0", toy_bench, provenance=False)
+    assert (entry / "agent" / "agent.py").is_file()
+    shutil.rmtree(program)
+    check = verify_entry(entry, toy_bench, 3, tmp_path / "v")
+    assert check.status == "verified" and check.rerun_passed == check.claimed_passed == 3, check

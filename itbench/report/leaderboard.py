@@ -54,7 +54,7 @@ from itbench.provenance import (
 from itbench.report.dataset import frames_of
 from itbench.report.render import markdown_cell
 from itbench.report.tables import breakdown, fmt, problems_and_controls, summarize
-from itbench.report.verify import copy_agent, read_verification
+from itbench.report.verify import agent_program, copy_agent, read_verification
 from itbench.runner import CORE_AGENTS
 from itbench.store import MANIFEST, RESULTS, RunStore, published_manifest
 
@@ -203,7 +203,7 @@ def add_run(
         raise RunDirError(f"{entry}: a leaderboard entry of that name exists")
     entry.mkdir(parents=True)
     try:
-        program = _agent_program(manifest)
+        program = agent_program(manifest.config)
         if program is not None:
             checks.append(copy_agent(program, entry))
         (entry / MANIFEST).write_text(
@@ -220,21 +220,6 @@ def add_run(
         raise
     (entry / SUMMARY).write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return entry
-
-
-def _agent_program(manifest: RunManifest) -> Path | None:
-    """The program directory of a run's ``command`` agent (``None`` for other agents)."""
-    from itbench.command import AGENT_DIR_OPTION, COMMAND_OPTION
-    from itbench.sandbox import agent_dir_for
-
-    if manifest.config.agent != "command":
-        return None
-    options = manifest.config.options
-    if options.get(AGENT_DIR_OPTION):
-        return Path(str(options[AGENT_DIR_OPTION]))
-    command = options.get(COMMAND_OPTION)
-    argv = shlex.split(command) if isinstance(command, str) else [str(c) for c in command or []]
-    return agent_dir_for(argv)
 
 
 #: Labels a run gets from the machine it ran on rather than from its agent's registration.

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import shlex
 import shutil
 from collections import Counter
 from datetime import UTC, datetime
@@ -30,7 +31,7 @@ from pydantic import BaseModel, Field
 
 from itbench.errors import RunDirError
 from itbench.models import RunConfig, TrialResult, TrialStatus
-from itbench.store import RunStore
+from itbench.store import REDACTED, RunStore
 
 if TYPE_CHECKING:
     from itbench.bench import Bench
@@ -103,20 +104,44 @@ def copy_agent(program_dir: Path, entry: Path) -> str:
     return f"the command agent's program {program_dir} kept in {AGENT_COPY}/ ({size} bytes)"
 
 
+def agent_program(config: RunConfig) -> Path | None:
+    """The program directory of a run's ``command`` agent (``None`` for other agents)."""
+    from itbench.command import AGENT_DIR_OPTION, COMMAND_OPTION
+    from itbench.sandbox import SYSTEM_DIRS, agent_dir_for
+
+    if config.agent != "command":
+        return None
+    options = config.options
+    if options.get(AGENT_DIR_OPTION):
+        return Path(str(options[AGENT_DIR_OPTION]))
+    command = options.get(COMMAND_OPTION)
+    argv = shlex.split(command) if isinstance(command, str) else [str(c) for c in command or []]
+    found = agent_dir_for(argv)
+    if found is not None:
+        return found
+    # Gone since the run (a re-run uses the entry's copy): the directory of the first absolute
+    # argument outside the system's directories, as the command names it.
+    for arg in argv:
+        path = Path(arg)
+        if path.is_absolute() and not any(path.is_relative_to(d) for d in SYSTEM_DIRS):
+            return path.parent
+    return None
+
+
 def _rerun_options(config: RunConfig, entry: Path, given: dict[str, Any]) -> dict[str, Any]:
     """The entry's options for a re-run: its committed agent program, credentials given again."""
     from itbench.command import AGENT_DIR_OPTION, COMMAND_OPTION
 
     options = dict(config.options)
     copy = entry / AGENT_COPY
-    if config.agent == "command" and copy.is_dir():
-        original = str(options.get(AGENT_DIR_OPTION) or "")
+    program = agent_program(config)
+    if program is not None and copy.is_dir():
         command = options.get(COMMAND_OPTION)
-        if original and isinstance(command, str):
-            options[COMMAND_OPTION] = command.replace(original, str(copy.resolve()))
+        if isinstance(command, str):
+            options[COMMAND_OPTION] = command.replace(str(program), str(copy.resolve()))
         options[AGENT_DIR_OPTION] = str(copy.resolve())
     options.update(given)
-    redacted = sorted(k for k, v in options.items() if v == "<redacted>")
+    redacted = sorted(k for k, v in options.items() if v == REDACTED)
     if redacted:
         raise RunDirError(
             f"{entry / 'manifest.json'}: field 'config.options': {', '.join(redacted)} were "
