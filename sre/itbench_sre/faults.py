@@ -786,7 +786,7 @@ _register(
         lambda t, p: [("stop", {"target": JOB_PROGRAM})],
         summary=f"The batch job `{JOB_PROGRAM}` holds many PostgreSQL sessions and exhausts "
         "the server's connection slots.",
-        observable="PostgreSQL's clients fail to connect (too many clients) while no service's "
+        observable="PostgreSQL's clients fail to connect for want of connection slots while no service's "
         "open files grow",
         params=(Param("connections", int, 40, "Sessions the job keeps open.", minimum=1),),
         aliases=lambda t: [JOB_PROGRAM],
@@ -860,7 +860,7 @@ _register(
                 choices=_fewer_replicas,
             ),
         ),
-        observable="fewer replicas than usual run; they shed load (503 over capacity)",
+        observable="fewer replicas than usual run; they refuse requests beyond their capacity",
         spread=False,
     )
 )
@@ -1046,7 +1046,7 @@ _register(
         "Turns on a statement cache that opens a database session per request and keeps it: "
         "PostgreSQL runs out of connection slots for every client.",
         "the leaking service's open descriptors (its sessions) grow; every database client "
-        "then fails to connect (too many clients)",
+        "then fails to connect for want of connection slots",
     )
 )
 
@@ -1118,7 +1118,7 @@ _register(
         "exceeds their capacity.",
         params=(Param("factor", float, 2.0, "Traffic multiplier.", minimum=1.5, maximum=2.4),),
         observable="the service's request rate rises well above its usual level and it sheds "
-        "load (503 over capacity) on every replica",
+        "load (refuses requests beyond its capacity) on every replica",
         spread=False,
     )
 )
@@ -1208,8 +1208,8 @@ _register(
                 choices=lambda t: tuple(_RENAMES),
             ),
         ),
-        observable="the queries of the table's users fail with `column ... does not exist`; no "
-        "service's configuration or release changed",
+        observable="the queries of the table's users fail against a table whose shape "
+        "changed under them; no service's configuration or release changed",
     )
 )
 
@@ -1423,9 +1423,9 @@ _register(
         lambda t, p: [Check(f'min(disk_free_bytes{{job="{t}"}}) < 65536'), errors_of(t, 2)],
         lambda t, p: [("restart", {"target": t})],
         summary="A crash dump fills the shop's data volume: the service cannot write its order "
-        "receipts (no space left on device) until its restart removes the stale dump.",
+        "receipts (the volume is full) until its restart removes the stale dump.",
         observable="the data volume's free space is near zero and the service's writes fail "
-        "with `No space left on device`",
+        "for want of space",
     )
 )
 _register(

@@ -77,31 +77,14 @@ def _mechanism(mech: faults.Mechanism) -> str:
     else:
         lines.append("No parameters.")
     lines += [""]
+    # The readiness expressions stay out of the reference: a published threshold is a
+    # ready-made detector, and the docs describe what a fault looks like, not its numbers.
     lines += _table(
-        ("target", "root cause", "observable signature (with default parameters)"),
-        (
-            (
-                f"`{t}`",
-                f"`{mech.root(t)}`",
-                " and ".join(c.describe() for c in _signature(mech, t)) or "n/a",
-            )
-            for t in mech.targets
-        ),
+        ("target", "root cause"), ((f"`{t}`", f"`{mech.root(t)}`") for t in mech.targets)
     )
     if mech.observable:
         lines += ["", f"Observable: {mech.observable}."]
     return "\n".join(lines)
-
-
-def _signature(mech: faults.Mechanism, target: str) -> list[faults.Check]:
-    params = dict(mech.defaults)
-    for p in mech.params:
-        if p.choices is not None and p.choices(target) and params[p.name] not in p.choices(target):
-            params[p.name] = p.choices(target)[0]
-    try:
-        return mech.signature(target, params)
-    except (KeyError, ValueError):
-        return []
 
 
 def mechanisms() -> str:

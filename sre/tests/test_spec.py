@@ -424,23 +424,30 @@ def test_configurations_keep_the_shops_traffic_on_this_machine() -> None:
             _check_addresses(entity, json.dumps(doc))
 
 
-def test_readme_gives_every_mechanisms_observable_signature() -> None:
-    """sre/README.md has a row per mechanism with its signature and readiness check.
+def test_docs_describe_each_mechanism_but_publish_no_detector() -> None:
+    """sre/README.md has a row per mechanism with what it looks like, and no doc gives away a
+    readiness expression or a reference fix: a published threshold is a ready-made detector.
 
-    The check is the first target's, with default parameters (or the first valid value).
+    Every target's check with default parameters (or the first valid value) is looked for in
+    the README and in the generated reference.
     """
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "sre" / "README.md").read_text()
+    reference = (root / "docs" / "sre.md").read_text()
     for mech in faults.MECHANISMS.values():
         row = next((ln for ln in readme.splitlines() if ln.startswith(f"| `{mech.name}` |")), "")
         assert mech.observable in row, mech.name
-        target = mech.targets[0]
-        params = dict(mech.defaults)
-        for p in mech.params:
-            valid = p.choices(target) if p.choices else ()
-            if valid and params[p.name] not in valid:
-                params[p.name] = valid[0]
-        checks = mech.signature(target, params)
-        assert all(c.describe().replace("|", "\\|") in row for c in checks), mech.name
+        for target in mech.targets:
+            params = dict(mech.defaults)
+            for p in mech.params:
+                valid = p.choices(target) if p.choices else ()
+                if valid and params[p.name] not in valid:
+                    params[p.name] = valid[0]
+            for check in mech.signature(target, params):
+                text = check.describe()
+                assert text not in readme and text.replace("|", "\\|") not in readme, text
+                assert text not in reference and text.replace("|", "\\|") not in reference, text
+    assert "| reference fix" not in readme and "readiness check (" not in readme
 
 
 def test_listing_every_entity_and_edge_passes_nothing(catalog: Catalog) -> None:
