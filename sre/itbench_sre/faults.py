@@ -1021,7 +1021,14 @@ _register(
     _flag_leak(
         "fd_leak",
         "audit_trail",
-        lambda t: [Check(f'max(process_open_fds{{job="{t}"}} / process_max_fds) > 0.6')],
+        # Over the last two minutes: a busy service can exhaust its descriptors within
+        # seconds, and one that has cannot answer a scrape any more.
+        lambda t: [
+            Check(
+                f'max(max_over_time(process_open_fds{{job="{t}"}}[2m]) '
+                f'/ max_over_time(process_max_fds{{job="{t}"}}[2m])) > 0.6'
+            )
+        ],
         "Turns on an audit trail that opens files per request and never closes them: the "
         "service runs out of file descriptors.",
         "the service's open file descriptors climb to its limit; then it fails to accept "
