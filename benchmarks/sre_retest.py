@@ -18,91 +18,36 @@ without ``-s``: the whole catalog (long: about 25 s per trial on 2 workers).
 from __future__ import annotations
 
 import argparse
-import collections
 import fnmatch
 import json
-import random
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import yaml
-from itbench_sre import faults
-from itbench_sre.scoring import judge_answer
-from itbench_sre.spec import SreSpec, SreSubmission
+from itbench_sre.retest import fixed_draw, judge, reliable
+from itbench_sre.spec import SreSpec
 
 from itbench.bench import Bench
 from itbench.models import RunConfig
 from itbench.runner import Runner
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Task types kept for the retest (the measurement happens before the agent's turn).
-KEPT = ["detection", "localization", "diagnosis"]
 
 
 def fixed_draws(patterns: list[str], seed: int, catalog: Path) -> dict[str, SreSpec]:
-    """One fixed draw of each incident problem, written as a scenario file under ``catalog``."""
+    """One fixed draw of each incident problem matching ``patterns``, written under ``catalog``."""
     out: dict[str, SreSpec] = {}
     for path in sorted((ROOT / "scenarios" / "sre").glob("*.yaml")):
         data = yaml.safe_load(path.read_text())
         if not any(fnmatch.fnmatch(data["id"], p) for p in patterns):
             continue
         spec = SreSpec.model_validate(data)
-        if not spec.faults:
-            continue
-        drawn = spec.concrete(random.Random(f"{seed}:{spec.id}"))
-        name = spec.id.split("/", 1)[1]
-        drawn = drawn.model_copy(
-            update={
-                "id": f"sre/retest-{name}",
-                "task_types": [t for t in spec.task_types if t in KEPT],
-            }
-        )
-        (catalog / f"retest-{name}.yaml").write_text(
-            yaml.safe_dump(drawn.model_dump(mode="json", exclude_none=True), sort_keys=False)
-        )
-        out[drawn.id] = drawn
+        if spec.faults:
+            drawn = fixed_draw(spec, seed, catalog)
+            out[drawn.id] = drawn
     return out
-
-
-def judge(
-    spec: SreSpec, records: list[dict[str, Any] | None], ready: list[float]
-) -> dict[str, Any]:
-    """The fixed answer's verdicts against each trial's measured spread."""
-    truth = spec.truth()
-    measured = [r for r in records if r is not None]
-    votes = collections.Counter(tuple(e) for r in measured for e in r["edges"])
-    consensus = sorted(e for e, n in votes.items() if n > len(measured) / 2)
-    answer = SreSubmission(
-        incident=True,
-        root_causes=list(truth.root_causes),
-        fault_type=truth.fault_types[0],
-        propagation=[(a, b) for a, b in consensus],
-    )
-    scored_mech = any(faults.get(f.mechanism).spread for f in spec.faults)
-    verdicts, scored = [], 0
-    for r in measured:
-        on = scored_mech and bool(r["edges"])
-        scored += on
-        edges = [(a, b) for a, b in r["edges"]]
-        unscored = [(a, b) for a, b in r["unscored"]]
-        passes, _ = judge_answer(truth, answer, edges, unscored, on)
-        verdicts.append(passes["diagnosis"])
-    agree = max(verdicts.count(True), verdicts.count(False)) if verdicts else 0
-    return {
-        "trials": len(records),
-        "measured": len(measured),
-        "agree": agree,
-        "passed": verdicts.count(True),
-        "empty": sum(1 for r in measured if not r["edges"]),
-        "scored": scored,
-        "consensus": [list(e) for e in consensus],
-        "window_s": statistics.median([r["seconds"] for r in measured]) if measured else None,
-        "ready_median_s": statistics.median(ready) if ready else None,
-        "ready_max_s": max(ready) if ready else None,
-    }
 
 
 def main() -> None:
@@ -159,10 +104,7 @@ def main() -> None:
             f"{f['empty']:>5d} {f['scored']:>6d} {f['window_s'] or 0:>6.1f} "
             f"{f['ready_median_s'] or 0:>6.1f} {f['ready_max_s'] or 0:>7.1f}"
         )
-    reliable = sum(
-        1 for f in figures.values() if f["measured"] and f["agree"] >= 0.95 * f["measured"]
-    )
-    print(f"reliable (>= 95 % agree): {reliable}/{len(figures)}")
+    print(f"reliable (>= 95 % agree): {sum(map(reliable, figures.values()))}/{len(figures)}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
