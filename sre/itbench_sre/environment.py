@@ -281,6 +281,14 @@ class SreEnvironment(Environment):
             self._strays.append(client)
             client.start()
             return
+        if decoy.kind == "registry":
+            records = json.loads(self.shop.read_config(topology.DNS))
+            if decoy.key == "alias":
+                records["records"][f"{decoy.value}-next.svc"] = "127.0.0.1"
+            else:
+                records[decoy.key] = decoy.value
+            self.shop.apply(ChangeSet(files=[(topology.DNS, json.dumps(records, indent=2) + "\n")]))
+            return
         cfg = json.loads(self.shop.read_config(decoy.target))
         if decoy.kind == "patch_release":
             # A newer release that works: its number alone says nothing.

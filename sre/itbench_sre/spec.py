@@ -20,7 +20,7 @@ BLIP_DELAY_MS = 150
 ALERT_BLIP_DELAY_MS = 1200
 
 NoiseKind = Literal["restart_replica", "compatible_release", "latency_blip", "alert_blip"]
-DecoyKind = Literal["patch_release", "tuning", "stray_client", "follow_up"]
+DecoyKind = Literal["patch_release", "tuning", "stray_client", "follow_up", "registry"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,16 @@ _NOT_FOLLOWED = (
     "max_concurrency",
     "work_ms",
 )
+
+#: Routine changes of the name registry (key, values): its cache time lengthened, or a new
+#: name added beside a service's own (``<service>-next.svc``, on the mesh, called by no one).
+REGISTRY_CHANGES: dict[str, tuple[Any, ...]] = {
+    "ttl_s": (2, 5),
+    "alias": tuple(s.name for s in topology.SERVICES),
+}
+#: Share of the trials with decoys whose history holds a routine change of the name registry
+#: (none when a fault changes the registry): a registry revision is no cause by itself.
+REGISTRY_SHARE = 0.35
 
 #: Share of the trials whose fault (one a rollback mends) gets a follow-up change.
 FOLLOW_UP_SHARE = 0.5
@@ -354,6 +364,12 @@ class DecoySpec(BaseModel):
 
     @model_validator(mode="after")
     def _valid(self) -> DecoySpec:
+        if self.kind == "registry":
+            if self.target != topology.DNS:
+                raise ValueError(f"a registry change targets {topology.DNS!r}")
+            if self.value not in REGISTRY_CHANGES.get(self.key, ()):
+                raise ValueError(f"registry key/value must be one of {REGISTRY_CHANGES}")
+            return self
         if self.target not in topology.BY_NAME:
             raise ValueError(f"decoy target {self.target!r} is no service")
         keys = tuning_keys(self.target)
@@ -525,6 +541,17 @@ class SreSpec(ScenarioSpec):
                 decoys.append(_tuning(rng, "tuning", service, names))
         if not self.decoy_changes:
             decoys = self._after_the_faults(rng, decoys, drawn_faults, names)
+            registry = topology.DNS in {f.chosen for f in drawn_faults}
+            if decoys and not registry and rng.random() < REGISTRY_SHARE:
+                key = rng.choice(sorted(REGISTRY_CHANGES))
+                change = DecoySpec(
+                    kind="registry",
+                    target=topology.DNS,
+                    key=key,
+                    value=rng.choice(REGISTRY_CHANGES[key]),
+                    after=rng.random() < 0.5,
+                )
+                decoys.insert(rng.randint(0, len(decoys)), change)
         return self.model_copy(
             update={
                 "faults": drawn_faults,

@@ -75,7 +75,7 @@ def test_draws_explore_the_declared_sets(catalog: Catalog) -> None:
     for d in draws:
         fault = d.faults[0]
         assert fault.params["upstream"] in topology.BY_NAME[fault.chosen].upstreams
-        routine = [x for x in d.decoy_changes if x.kind != "follow_up"]
+        routine = [x for x in d.decoy_changes if x.kind not in ("follow_up", "registry")]
         assert d.drawn and len({x.target for x in routine}) == spec.decoys
         assert fault.chosen not in {x.target for x in routine}
         # The first decoy is a change: the fault's is never the only one.
@@ -124,7 +124,7 @@ def test_draws_explore_the_declared_sets(catalog: Catalog) -> None:
     # Decoys are routine changes, stray clients or follow-ups, each drawn often.
     kinds = [x.kind for d in _draws(spec, 60) for x in d.decoy_changes]
     assert {k: kinds.count(k) > 10 for k in set(kinds)} == dict.fromkeys(
-        ("patch_release", "tuning", "stray_client", "follow_up"), True
+        ("patch_release", "tuning", "stray_client", "follow_up", "registry"), True
     )
     assert all(
         x.value in STRAY_OFFSETS and abs(x.value) > 30
@@ -138,6 +138,10 @@ def test_draws_explore_the_declared_sets(catalog: Catalog) -> None:
     with pytest.raises(ValueError, match="tuning key/value of cart"):
         DecoySpec(kind="tuning", target="cart", key="flags.session_cache", value=False)
     DecoySpec(kind="tuning", target="cart", key="flags.saved_for_later", value=False)
+    with pytest.raises(ValueError, match="registry key/value"):
+        DecoySpec(kind="registry", target="dns", key="records.payment.svc", value="127.0.0.2")
+    with pytest.raises(ValueError, match="a registry change targets"):
+        DecoySpec(kind="registry", target="cart", key="ttl_s", value=2)
     with pytest.raises(ValueError, match="clock offset"):
         DecoySpec(kind="stray_client", target="shipping", value=10)
     # Two faults of a problem get different targets where the sets allow it.
@@ -499,6 +503,7 @@ def test_decoys_make_the_kinds_of_change_faults_make(catalog: Catalog) -> None:
     """Routine changes move upstreams, resize pools and switch new flags on, harmlessly."""
     keys: set[str] = set()
     followed: set[str] = set()
+    registry: dict[str, int] = {"dns_fault": 0, "other": 0}
     for spec in catalog.scenarios.values():
         assert isinstance(spec, SreSpec)
         for i in range(15):
@@ -508,6 +513,11 @@ def test_decoys_make_the_kinds_of_change_faults_make(catalog: Catalog) -> None:
                     keys.add(f"{decoy.key}={decoy.value}")
                 elif decoy.kind == "follow_up":
                     followed.add(decoy.key)
+                elif decoy.kind == "registry":
+                    dns_fault = topology.DNS in {f.chosen for f in d.faults}
+                    registry["dns_fault" if dns_fault else "other"] += 1
+    # The name registry changes routinely too, but never beside a fault of its own.
+    assert registry["other"] >= 20 and registry["dns_fault"] == 0, registry
     assert any(k.startswith("upstreams.") and k.endswith(f"={RESOLVED}") for k in keys)
     assert {"pool_size=6", "pool_size=8"} <= keys
     assert any(k.startswith("flags.") and k.endswith("=True") for k in keys)
