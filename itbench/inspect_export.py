@@ -163,7 +163,7 @@ def build_log(manifest: RunManifest, results: list[TrialResult], store: RunStore
     from inspect_ai.model import ModelUsage
 
     options = manifest.config.options
-    model = str(options.get("llm_model") or f"itbench/{manifest.config.agent}")
+    model = manifest.config.model or f"itbench/{manifest.config.agent}"
     ordered = sorted(results, key=lambda r: (r.scenario_id, r.trial_index))
     samples = [_sample(r, store.trial_dir(r.handle), model) for r in ordered]
     passed = sum(r.status is TrialStatus.passed for r in ordered)

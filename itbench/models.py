@@ -321,6 +321,10 @@ class TrialResult(BaseModel):
         return self.status is TrialStatus.passed
 
 
+#: The trial option naming the model an agent talks to (set by ``--model``).
+MODEL_OPTION = "llm_model"
+
+
 class RunConfig(BaseModel):
     """The options of one ``itbench evaluate`` run, enough to resume it."""
 
@@ -340,6 +344,12 @@ class RunConfig(BaseModel):
     plugins: list[str] = Field(default_factory=list)
     scenario_paths: list[str] = Field(default_factory=list)
     options: dict[str, Any] = Field(default_factory=dict, description="Domain options.")
+
+    @property
+    def model(self) -> str | None:
+        """The model the run's agent talks to (``--model``, the ``llm_model`` option), if any."""
+        value = self.options.get(MODEL_OPTION)
+        return str(value) if value is not None else None
 
 
 class HostInfo(BaseModel):

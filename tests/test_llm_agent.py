@@ -11,6 +11,8 @@ from conftest import CliFn
 
 from itbench.bench import Bench
 from itbench.errors import UsageError
+from itbench.report.dataset import frames_of
+from itbench.report.leaderboard import summarize_run
 from itbench.store import RunStore
 from itbench.testing import Call, Conversation, Fail, Reply, ScriptedModel, run_scenarios
 from itbench.trajectory import read
@@ -187,6 +189,12 @@ def test_the_flags_set_the_settings_the_manifest_records(itbench: CliFn, tmp_pat
         model.requests[0]["temperature"] == 0.7
         and model.requests[0]["messages"][0]["content"] == "Be brief."
     )
+    # The model fills the model column of the run's frames and of its leaderboard summary.
+    store = RunStore(tmp_path / "run")
+    manifest = store.read_manifest()
+    frames = frames_of([(manifest, store.iter_results(manifest))])
+    assert list(frames.trials["model"]) == ["m1"]
+    assert summarize_run("llm-m1", tmp_path / "run", "v").model == "m1"
     missing = itbench(
         "evaluate", "--agent", "llm", "-s", SCENARIO, "--out", "run2", env={"OPENAI_API_KEY": ""}
     )

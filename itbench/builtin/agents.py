@@ -15,7 +15,7 @@ from itbench.command import configure as configure_command
 from itbench.human import HumanAgent
 from itbench.llm import LlmAgent
 from itbench.markers import hookimpl
-from itbench.models import Submission, TaskView
+from itbench.models import MODEL_OPTION, Submission, TaskView
 from itbench.options import OptionSpec
 from itbench.tools import Toolbox
 
@@ -106,7 +106,7 @@ def itbench_register_agents() -> list[AgentSpec]:
 def itbench_register_options() -> list[OptionSpec]:
     """The flags of the ``llm`` agent and ``--mcp`` of the ``command`` agent."""
     return [
-        OptionSpec("model", "llm_model", "llm: the model name the server knows."),
+        OptionSpec("model", MODEL_OPTION, "llm: the model name the server knows."),
         OptionSpec("base-url", "llm_base_url", "llm: the Chat Completions server's base URL."),
         OptionSpec(
             "api-key-env",

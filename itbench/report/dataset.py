@@ -181,17 +181,12 @@ def scenarios_frame(trials: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _model(manifest: RunManifest) -> str | None:
-    model = manifest.config.options.get("model")
-    return str(model) if model is not None else None
-
-
 def frames_of(runs: Sequence[tuple[RunManifest, Iterable[TrialResult]]]) -> Frames:
     """The frames of runs: each a manifest and its results (a list, or read as they come)."""
     columns = _Columns()
     with _no_collection():
         for manifest, results in runs:
-            model = _model(manifest)
+            model = manifest.config.model
             for r in results:
                 columns.add(trial_row(r, model))
         trials = columns.frame()

@@ -121,12 +121,11 @@ def summarize_run(name: str, entry: Path, version: str) -> RunSummary:
     store = RunStore(entry)
     manifest = store.read_manifest()
     results = list(store.iter_results(manifest))
-    model = manifest.config.options.get("model")
     return RunSummary(
         name=name,
         run_id=manifest.run_id,
         agent=manifest.config.agent,
-        model=str(model) if model is not None else None,
+        model=manifest.config.model,
         labels=sorted(set(manifest.labels) | {label for r in results for label in r.labels}),
         itbench_version=manifest.packages.get("itbench", version),
         date=manifest.created_at.strftime("%Y-%m-%d"),
