@@ -34,7 +34,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
 
-import psutil
 import pytest
 
 from itbench.domain import Domain, Environment, TrialContext
@@ -44,6 +43,8 @@ from itbench.scripted_model import Call, Conversation, Fail, Reply, ScriptedMode
 from itbench.tools import Toolbox
 
 if TYPE_CHECKING:
+    import types
+
     from itbench.bench import Bench
     from itbench.catalog import Catalog
 
@@ -362,14 +363,34 @@ class LiveProcess:
 
     def kill(self) -> None:
         """Kill the process with SIGKILL, unless its pid now names another process."""
+        psutil = _psutil()
         with contextlib.suppress(psutil.Error):
             proc = psutil.Process(self.pid)
             if proc.create_time() == self.create_time:
                 proc.kill()
 
 
+def _psutil() -> types.ModuleType:
+    """The ``psutil`` module, imported when a process helper first needs it.
+
+    Only the process helpers need it (the ``dev`` extra installs it), so the pytest plugin
+    loads in any install.
+
+    Raises:
+        ImportError: ``psutil`` is not installed (the message says how to get it).
+    """
+    try:
+        import psutil
+    except ImportError:
+        raise ImportError(
+            "the process helpers of itbench.testing need psutil: pip install 'itbench[dev]'"
+        ) from None
+    module: types.ModuleType = psutil
+    return module
+
+
 def _descendants() -> set[int]:
-    return {p.pid for p in psutil.Process().children(recursive=True)}
+    return {p.pid for p in _psutil().Process().children(recursive=True)}
 
 
 def live_processes(
@@ -392,6 +413,7 @@ def live_processes(
         The matching processes by pid.
     """
     mine = _descendants() if descendants else None
+    psutil = _psutil()
     me = psutil.Process().pid
     root = str(under) if under is not None else None
     out = []

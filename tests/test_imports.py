@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -203,3 +204,39 @@ def test_a_scaffold_imports_only_the_public_api(kind: str, tmp_path: Path) -> No
     files = {str(p): p for p in made.rglob("*.py") if "tests" not in p.relative_to(made).parts}
     assert files, f"the {kind} scaffold has no Python files"
     assert not _private_imports(files)
+
+
+def test_the_pytest_plugin_loads_where_only_the_core_is_installed(tmp_path: Path) -> None:
+    """``itbench.testing`` is a pytest plugin of every install: it imports only what the core
+    installs (``psutil``, of the ``dev`` extra, is imported by the process helpers alone).
+
+    A pytest session runs with the dev-only packages made unimportable.
+    """
+    (tmp_path / "test_one.py").write_text(
+        "from itbench.testing import trial_context\n\n"
+        "def test_it(tmp_path):\n"
+        "    with trial_context(tmp_path) as ctx:\n"
+        "        assert ctx.workspace.is_dir()\n"
+    )
+    hidden = ("psutil", "hypothesis", "inspect_ai", "pyarrow", "mypy")
+    code = (
+        "import sys\n"
+        "class Hidden:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.partition('.')[0] in {hidden!r}:\n"
+        "            raise ImportError(f'no module named {name}')\n"
+        "sys.meta_path.insert(0, Hidden())\n"
+        "import pytest\n"
+        "sys.exit(pytest.main(['-q', '-p', 'itbench.testing', sys.argv[1]]))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "test_one.py")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        # Other distributions' plugins (hypothesis's among them) are not there either.
+        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "1 passed" in proc.stdout
