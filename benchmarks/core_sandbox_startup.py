@@ -49,7 +49,7 @@ def sandboxed(workspace: Path, bounds: Bounds | None = None) -> float:
             box.argv(PROGRAM),
             env=box.environment(),
             cwd="/",
-            preexec_fn=box.preexec,  # noqa: PLW1509 - as the command agent starts it
+            preexec_fn=box.preexec,  # as the command agent starts it
             pass_fds=box.pass_fds,
             check=True,
         )

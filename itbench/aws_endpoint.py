@@ -168,7 +168,7 @@ class AwsEndpoint:
         """
         nonce = secrets.token_hex(16)
         try:
-            with urllib.request.urlopen(  # noqa: S310 - local URL
+            with urllib.request.urlopen(  # local URL
                 self._identity_request(nonce), timeout=timeout
             ) as resp:
                 answer = bytes(resp.read(256)).strip()
@@ -176,7 +176,7 @@ class AwsEndpoint:
             answer = f"HTTP {exc.code}".encode()
         except (urllib.error.URLError, OSError) as exc:
             return [f"the AWS endpoint on port {self.port} does not answer: {exc}"]
-        except Exception as exc:  # noqa: BLE001 - whatever holds the port may answer anything
+        except Exception as exc:  # whatever holds the port may answer anything
             return [f"port {self.port} answers the identity challenge with garbage: {exc!r}"]
         if not hmac.compare_digest(answer, self._identity_answer(nonce).encode()):
             return [f"port {self.port} is answered by another server than the trial's endpoint"]
@@ -204,7 +204,7 @@ class AwsEndpoint:
             headers={"Content-Type": "application/json", ADMIN_HEADER: self._token},
         )
         try:
-            with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - local URL
+            with urllib.request.urlopen(req, timeout=30) as resp:  # local URL
                 return bytes(resp.read())
         except (urllib.error.URLError, OSError) as exc:
             raise InfrastructureError(f"moto admin call {path} failed: {exc}") from exc

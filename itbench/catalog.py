@@ -391,7 +391,7 @@ class ScenarioLoader:
         """Parse, expand and validate one file."""
         try:
             with path.open("rb") as fh:
-                doc = yaml.load(fh, Loader=_Loader)  # noqa: S506 - a safe loader
+                doc = yaml.load(fh, Loader=_Loader)  # a safe loader
         except RecursionError:  # the pure-Python loader, on a deeply nested document
             intended = _intended_id(path, None)
             return [

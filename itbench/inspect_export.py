@@ -96,7 +96,7 @@ def _sample(result: TrialResult, trial_dir: Path, model: str) -> Any:
 
     try:
         trajectory: Trajectory | None = read_trajectory(trial_dir)
-    except Exception:  # noqa: BLE001 - a trial without a readable trajectory keeps its score
+    except Exception:  # a trial without a readable trajectory keeps its score
         trajectory = None
     goal = ""
     task_file = trial_dir / "task.json"

@@ -122,7 +122,7 @@ class Bridge:
             self.url, data=body, method="POST", headers=self.headers(message)
         )
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310 - loopback URL
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # loopback URL
                 if isinstance(message, dict) and message.get("method") == "initialize":
                     self.session = resp.headers.get("Mcp-Session-Id") or self.session
                 kind = resp.headers.get("Content-Type", "")
@@ -191,7 +191,7 @@ class Bridge:
                 headers={"Authorization": f"Bearer {self.token}", "Mcp-Session-Id": self.session},
             )
             with contextlib.suppress(urllib.error.URLError, OSError):
-                urllib.request.urlopen(req, timeout=5).close()  # noqa: S310 - loopback URL
+                urllib.request.urlopen(req, timeout=5).close()  # loopback URL
 
 
 def serve(url: str, token: str, stdin: IO[bytes], stdout: IO[bytes]) -> None:

@@ -119,7 +119,7 @@ class ManagedProcess:
                     stdin=stdin if stdin is not None else subprocess.DEVNULL,
                     cwd=self.cwd,
                     env=self.env,
-                    preexec_fn=preexec,  # noqa: PLW1509 - no threads touched in the child
+                    preexec_fn=preexec,  # no threads touched in the child
                 )
             except OSError as exc:
                 raise InfrastructureError(f"cannot start {self.name}: {exc}") from exc

@@ -895,7 +895,7 @@ class TrialRun:
             # A harness server that died while judging is tampering, not infrastructure.
             try:
                 problems = list(env.harness_problems())
-            except Exception as check:  # noqa: BLE001 - a check that fails is a problem found
+            except Exception as check:  # a check that fails is a problem found
                 problems = [f"the harness's servers cannot be checked: {check!r}"]
             if problems:
                 raise IntegrityError("; ".join(problems)) from exc

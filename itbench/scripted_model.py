@@ -235,7 +235,7 @@ class ScriptedModel:
                     self._threads.append(thread)
                 step = thread.script.pop(0) if thread.script else Reply(content="(no script left)")
             reply = step(conversation) if callable(step) else step
-        except Exception as exc:  # noqa: BLE001 - a broken script is the test's error, shown as such
+        except Exception as exc:  # a broken script is the test's error, shown as such
             self.errors.append(f"{type(exc).__name__}: {exc}")
             return 500, {}, self._error(500, f"script error: {exc}", "server_error")
         with self._lock:

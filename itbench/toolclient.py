@@ -82,7 +82,7 @@ class ToolClient:
         req.add_header("Authorization", f"Bearer {self.token}")
         req.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310 - loopback URL
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # loopback URL
                 body = resp.read()
         except urllib.error.HTTPError as exc:
             answer = _loads(_read_quietly(exc))

@@ -226,7 +226,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             if not self._responded:
                 self._send(408, {"ok": False, "error": "the request took too long to arrive"})
-        except Exception as exc:  # noqa: BLE001 - the client gets a 500, the harness no traceback
+        except Exception as exc:  # the client gets a 500, the harness no traceback
             self.close_connection = True
             if not self._responded:
                 message = f"internal error of the tool server: {type(exc).__name__}"

@@ -278,7 +278,7 @@ def save(trial_dir: Path, result: TrialResult, agent: object, calls: Iterable[To
             submission=submission,
         )
         write(trial_dir, trajectory)
-    except Exception as exc:  # noqa: BLE001 - a record that failed never fails the trial
+    except Exception as exc:  # a record that failed never fails the trial
         (trial_dir / "trajectory-error.txt").write_text(
             f"{type(exc).__name__}: {exc}\n", encoding="utf-8"
         )

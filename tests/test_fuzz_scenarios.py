@@ -206,7 +206,7 @@ def load(loader: ScenarioLoader, tmp: Path, text: str | bytes) -> tuple[Path, An
     else:
         path.write_bytes(text)
     try:
-        doc = yaml.load(path.read_bytes(), Loader=_LOADER)  # noqa: S506 - a safe loader
+        doc = yaml.load(path.read_bytes(), Loader=_LOADER)  # a safe loader
     except (yaml.YAMLError, RecursionError, ValueError):
         doc = None
     return path, doc, loader.load_file(path)

@@ -37,7 +37,7 @@ def _start(plugin_site: Path, cwd: Path, *args: str) -> subprocess.Popen[bytes]:
         env=_env(plugin_site, None),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        preexec_fn=_default_sigint,  # noqa: PLW1509 - the test's own child, no threads touched
+        preexec_fn=_default_sigint,  # the test's own child, no threads touched
     )
 
 

@@ -423,7 +423,7 @@ class Tools:
         )
         req.add_header("Authorization", f"Bearer {self.token}")
         req.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(req, timeout=300) as resp:  # noqa: S310 - loopback
+        with urllib.request.urlopen(req, timeout=300) as resp:  # loopback
             body = json.loads(resp.read())
         return body.get("result") if body.get("ok") else None
 

@@ -204,7 +204,7 @@ class WorkerEngine(PolicyEngine):
         self._errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed by _stop
         argv = [sys.executable, "-I", "-m", "itbench_ciso.regoworker", self.name]
         try:
-            proc = subprocess.Popen(  # noqa: S603 - our own worker module
+            proc = subprocess.Popen(  # our own worker module
                 argv,
                 env={},  # opa.runtime() reports this environment: nothing of the harness
                 stdin=subprocess.PIPE,

@@ -467,7 +467,7 @@ class Jail:
         if self.confined:
             _libc()
             kwargs = {"pass_fds": tuple(self._fds), "preexec_fn": self.preexec}
-        return subprocess.Popen(  # noqa: S603 - the agent's program, confined
+        return subprocess.Popen(  # the agent's program, confined
             argv,
             cwd="/" if self.confined else self.run_dir,
             env=self.environment(env),

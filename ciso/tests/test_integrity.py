@@ -345,7 +345,7 @@ def test_a_usurper_of_the_endpoint_s_port_is_never_judged_on(
         runtime.server.process.proc.wait(timeout=10)  # type: ignore[union-attr]
 
         class Anything(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the handler's protocol
+            def do_GET(self) -> None:  # the handler's protocol
                 self.send_response(200)
                 self.end_headers()
                 self.wfile.write(b"\xff\xfe not ascii")

@@ -42,7 +42,7 @@ from itbench_finops.timeline import Timeline
 WORKERS = 6
 IMAGE_ID = "ami-0a1b2c3d4e5f60718"
 ZONE = "us-east-1a"
-DB_PASSWORD = "sandbox-password-1"  # noqa: S105 - a throwaway sandbox database
+DB_PASSWORD = "sandbox-password-1"  # a throwaway sandbox database
 #: The log group that holds the VPC flow logs of the NAT gateways' interfaces.
 FLOW_LOG_GROUP = "/vpc/flow-logs"
 #: The S3 service of the region, as gateway endpoints name it.

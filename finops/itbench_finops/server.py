@@ -82,7 +82,7 @@ class MotoServer(_MotoServer):
             headers={"Content-Type": "application/json", ADMIN_HEADER: admin_token(self._key)},
         )
         try:
-            with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - local URL
+            with urllib.request.urlopen(req, timeout=30) as resp:  # local URL
                 return bytes(resp.read())
         except (urllib.error.URLError, OSError) as exc:
             raise InfrastructureError(f"moto admin call {path} failed: {exc}") from exc

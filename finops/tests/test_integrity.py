@@ -56,7 +56,7 @@ def _request(url: str, method: str = "GET", headers: dict[str, str] | None = Non
     for k, v in (headers or {}).items():
         req.add_header(k, v)
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - local URL
+        with urllib.request.urlopen(req, timeout=10) as resp:  # local URL
             return int(resp.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
@@ -86,7 +86,7 @@ def impostor(port: int) -> Iterator[list[str]]:
     seen: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:  # http.server's naming
             seen.append(self.path)
             body = b"0" * 64
             self.send_response(200)
@@ -380,7 +380,7 @@ def _raw_budgets(context: dict[str, Any], operation: str, body: dict[str, Any]) 
         },
     )
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - local URL
+        with urllib.request.urlopen(req, timeout=10) as resp:  # local URL
             return int(resp.status), resp.read().decode()
     except urllib.error.HTTPError as exc:
         return int(exc.code), exc.read().decode()

@@ -661,7 +661,7 @@ class EmbeddedShop(ShopBackend):
         """``(pid, process start time)`` of a running program, or ``None``."""
         try:
             info = self.sup.info(program)
-        except Exception:  # noqa: BLE001 - supervisord gone or not answering
+        except Exception:  # supervisord gone or not answering
             return None
         if info.get("statename") != "RUNNING" or not info.get("pid"):
             return None

@@ -181,7 +181,7 @@ class SreEnvironment(Environment):
     def _count(self, table: str) -> int | None:
         try:
             return int(self.shop.sql(f"SELECT count(*) FROM {table}")[0][0])
-        except Exception:  # noqa: BLE001 - a broken database simply has no count
+        except Exception:  # a broken database simply has no count
             return None
 
     def inject(self) -> None:
@@ -353,7 +353,7 @@ class SreEnvironment(Environment):
             return
         try:
             self.shop.apply(ChangeSet(links=self._fault_links()))
-        except Exception as exc:  # noqa: BLE001 - a timer thread: nobody to raise to
+        except Exception as exc:  # a timer thread: nobody to raise to
             # Teardown may have begun meanwhile (the supervisor's socket gone): then there is
             # nothing left to clear.
             if not self.shop._torn_down:

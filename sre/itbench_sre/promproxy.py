@@ -283,7 +283,7 @@ class PrometheusProxy:
             protocol_version = "HTTP/1.0"
             timeout = proxy.read_timeout
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 return
 
             def _head(self, status: int, length: int) -> None:
@@ -350,16 +350,16 @@ class PrometheusProxy:
                 while chunk := resp.read(_CHUNK):
                     self.wfile.write(chunk)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 self._relay("GET")
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 self._relay("POST")
 
-            def do_PUT(self) -> None:  # noqa: N802
+            def do_PUT(self) -> None:
                 self._refuse(405, "read-only")
 
-            def do_DELETE(self) -> None:  # noqa: N802
+            def do_DELETE(self) -> None:
                 self._refuse(405, "read-only")
 
         return Handler

@@ -51,7 +51,7 @@ class StrayClient:
         self.url = f"{scheme}://127.0.0.1:{port}{PATHS.get(service, '/')}"
         # An outside client of a TLS service that does not check the certificate: the refusal it
         # gets is the instance's, never a handshake's.
-        self._tls = ssl._create_unverified_context() if tls else None  # noqa: S323
+        self._tls = ssl._create_unverified_context() if tls else None
         self.offset_s = offset_s
         self.interval_s = interval_s
         self.calls = 0

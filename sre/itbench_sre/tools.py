@@ -195,7 +195,7 @@ class ShopTools:
         for prog in programs:
             try:
                 self.shop.control(action, prog)
-            except Exception as exc:  # noqa: BLE001 - reported to the agent, e.g. a crash on start
+            except Exception as exc:  # reported to the agent, e.g. a crash on start
                 problems.append(f"{prog}: {getattr(exc, 'faultString', exc)}")
         return problems
 
@@ -287,7 +287,7 @@ class ShopTools:
         self,
         service: str,
         since_seconds: float = 60.0,
-        filter: str = "",  # noqa: A002 - the natural name for agents
+        filter: str = "",  # the natural name for agents
         level: str | None = None,
         limit: int = 50,
     ) -> list[dict[str, Any]]:
@@ -482,7 +482,7 @@ class ShopTools:
     def edit_config(
         self,
         entity: str,
-        set: dict[str, Any] | None = None,  # noqa: A002 - the natural name for agents
+        set: dict[str, Any] | None = None,  # the natural name for agents
         content: str | None = None,
     ) -> dict[str, Any]:
         """Change an entity's configuration; it takes effect when the entity is restarted.

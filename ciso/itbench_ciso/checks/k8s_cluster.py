@@ -50,7 +50,7 @@ def ident(obj: Obj) -> str:
 
 
 def _uid(text: str) -> str:
-    h = hashlib.sha1(text.encode()).hexdigest()  # noqa: S324 - an id, not a secret
+    h = hashlib.sha1(text.encode()).hexdigest()  # an id, not a secret
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 

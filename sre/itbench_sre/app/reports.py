@@ -51,7 +51,7 @@ class Exporter:
         while len(self.sessions) < want:
             try:
                 self.sessions.append(_connect(job))
-            except Exception as exc:  # noqa: BLE001 - the database is busy: try again later
+            except Exception as exc:  # the database is busy: try again later
                 print(f"cannot open session: {exc}", flush=True)
                 break
         table = job.get("lock_table") or None
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             exporter.adjust(job)
             exporter.report(job)
-        except Exception as exc:  # noqa: BLE001 - reconnect after the database went away
+        except Exception as exc:  # reconnect after the database went away
             print(f"report failed: {exc}", flush=True)
             exporter.reset()
             time.sleep(1)

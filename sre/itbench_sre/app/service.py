@@ -289,7 +289,7 @@ class Shop:
         if self.flags.get("statement_cache") and self.pg is not None:
             try:
                 self.kept.append(self.pg.side_connection())
-            except Exception as exc:  # noqa: BLE001 - the database refuses: the request fails
+            except Exception as exc:  # the database refuses: the request fails
                 raise HttpError(
                     500, f"{self.rt.say('database_error')}: {type(exc).__name__}: {exc}"
                 ) from None
@@ -503,7 +503,7 @@ class Shop:
                     QUEUE_PROCESSED.set(time.time())
                     continue
                 self._deliver(item, work_s)
-            except Exception as exc:  # noqa: BLE001 - keep consuming after datastore hiccups
+            except Exception as exc:  # keep consuming after datastore hiccups
                 self.rt.log(
                     "error", self.rt.say("consumer_error"), reason=f"{type(exc).__name__}: {exc}"
                 )
@@ -541,7 +541,7 @@ def _handler(rt: Runtime, shop: Shop) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.0"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
         def _serve(self, method: str) -> None:
@@ -575,7 +575,7 @@ def _handler(rt: Runtime, shop: Shop) -> type[BaseHTTPRequestHandler]:
                 status, answer = exc.status, {"error": str(exc)}
             except UpstreamError as exc:
                 status, answer = exc.status, {"error": str(exc)}
-            except Exception as exc:  # noqa: BLE001 - any bug is a 500 for the caller
+            except Exception as exc:  # any bug is a 500 for the caller
                 status, answer = 500, {"error": f"{type(exc).__name__}: {exc}"}
             finally:
                 INFLIGHT.dec()
@@ -606,13 +606,13 @@ def _handler(rt: Runtime, shop: Shop) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self._serve("GET")
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self._serve("POST")
 
-        def do_DELETE(self) -> None:  # noqa: N802
+        def do_DELETE(self) -> None:
             self._serve("DELETE")
 
     return Handler
