@@ -96,7 +96,8 @@ class Bench:
                 )
                 self.host.problem(
                     plugin,
-                    f"{kind} {name!r} is already registered by plugin {first!r}; {effect}",
+                    f"{kind} {name!r} is already registered by plugin {self._origin(first)}; "
+                    f"{effect} (this plugin is {self._origin(plugin)}; uninstall or rename one)",
                     hook,
                 )
                 continue
@@ -104,10 +105,20 @@ class Bench:
             self.owners[(kind, name)] = plugin
         return out
 
+    def _origin(self, plugin: str) -> str:
+        """A plugin by name with where it came from: its distribution, or a module given."""
+        info = self.host.infos.get(plugin)
+        if info is None:
+            return repr(plugin)
+        if info.distribution:
+            version = f" {info.version}" if info.version else ""
+            return f"{plugin!r} (distribution {info.distribution}{version})"
+        return f"{plugin!r} (module {info.module or plugin}, loaded with --plugin)"
+
     def contested_names(self, kind: str, names: Iterable[str]) -> list[str]:
         """Lines for each of ``names`` of ``kind`` that more than one plugin registered."""
         return [
-            f"{kind} {name!r} is registered by plugins {', '.join(map(repr, plugins))}"
+            f"{kind} {name!r} is registered by plugins {', '.join(map(self._origin, plugins))}"
             for name in sorted(set(names))
             if (plugins := self.contested.get((kind, name)))
         ]

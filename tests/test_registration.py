@@ -177,10 +177,16 @@ def test_tryfirst_does_not_let_a_later_plugin_take_a_name(plugin_dir: Path) -> N
     assert bench.agents["noop"].description.startswith("Submits nothing")
     reasons = [p.reason for p in bench.host.problems if p.plugin == name]
     assert any("tryfirst=True is not supported" in r for r in reasons), reasons
-    assert any("'noop' is already registered by plugin 'itbench.agents'" in r for r in reasons)
-    assert bench.contested_names("agent", ["noop", "oracle"]) == [
-        "agent 'noop' is registered by plugins 'itbench.agents', 'eager_plugin'"
-    ]
+    # Each side of the clash says where it came from, so the user knows what to remove.
+    core = "'itbench.agents' (distribution itbench "
+    assert any(f"'noop' is already registered by plugin {core}" in r for r in reasons), reasons
+    assert any(
+        "this plugin is 'eager_plugin' (module eager_plugin, loaded with --plugin)" in r
+        for r in reasons
+    )
+    [line] = bench.contested_names("agent", ["noop", "oracle"])
+    assert line.startswith(f"agent 'noop' is registered by plugins {core}")
+    assert line.endswith("'eager_plugin' (module eager_plugin, loaded with --plugin)")
 
 
 def test_a_hook_raising_system_exit_is_a_problem_and_the_others_still_answer(
@@ -228,7 +234,10 @@ def test_runs_using_a_name_two_plugins_registered_are_refused(
         "evaluate", "--agent", "noop", "-s", "toy/healthy", "--plugin", "shadow_toy", env=env
     )
     assert res.returncode == 2, res.stdout
-    assert "domain 'toy' is registered by plugins 'toy', 'shadow_toy'" in res.stderr
+    assert (
+        "domain 'toy' is registered by plugins 'toy' (distribution itbench-toy " in res.stderr
+        and "'shadow_toy' (module shadow_toy, loaded with --plugin)" in res.stderr
+    ), res.stderr
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("results.jsonl"))
 
 

@@ -307,22 +307,20 @@ def docs(bench: Bench, out: Path | None, only: tuple[str, ...], check: bool, pru
     reference of a domain that is not registered is removed only with --prune (a run with
     plugins disabled must not delete references). Without --out, only the domains whose code is part of the source checkout are
     written, to its docs/; any other domain needs `--out DIR` (for example
-    `itbench docs --out docs --domain NAME` in its own distribution). Writes nothing and exits
-    1 when a plugin has a problem (a domain that failed to load would lose its reference).
+    `itbench docs --out docs --domain NAME` in its own distribution). When a plugin has a
+    problem, the references of the domains that loaded are still written, but neither the
+    index nor any removal (a domain that failed to load would lose its entry), and the command
+    exits 1 after listing the problems.
     """
     _ = bench.domains
-    if bench.host.problems:
-        report_problems(bench)
-        console.problem(
-            f"{len(bench.host.problems)} plugin problem(s); docs writes nothing until they are "
-            "fixed (a domain whose plugin failed would lose its reference)"
-        )
-        sys.exit(EXIT_FAILED)
+    troubled = bool(bench.host.problems)
     out, selected = _docs_selection(bench, out, only)
     files = domain_docs(selected)
+    if troubled:
+        files.pop(DOCS_INDEX, None)
     keep = [name for name in bench.domains if only and name not in only]
     stale, orphans = stale_docs(out, files, keep)
-    if not prune:
+    if not prune or troubled:
         orphans = []
     if check:
         for path in [*stale, *orphans]:
@@ -334,7 +332,9 @@ def docs(bench: Bench, out: Path | None, only: tuple[str, ...], check: bool, pru
                 else "missing"
             )
             console.problem(f"{path}: {reason}; run `itbench docs`")
-        if stale or orphans:
+        if troubled:
+            report_problems(bench)
+        if stale or orphans or troubled:
             sys.exit(EXIT_FAILED)
         console.out.print(f"{out}: {len(files)} file(s) up to date", highlight=False)
         return
@@ -352,3 +352,10 @@ def docs(bench: Bench, out: Path | None, only: tuple[str, ...], check: bool, pru
         ) from None
     unchanged = len(files) - len(stale)
     console.out.print(f"{out}: {len(stale)} written, {unchanged} unchanged", highlight=False)
+    if troubled:
+        report_problems(bench)
+        console.problem(
+            f"{len(bench.host.problems)} plugin problem(s): the index {DOCS_INDEX} was left as "
+            "it was (a domain whose plugin failed would lose its entry)"
+        )
+        sys.exit(EXIT_FAILED)
