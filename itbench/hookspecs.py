@@ -23,13 +23,13 @@ entry-point name (it is loaded under ``NAME@DISTRIBUTION`` so that its names mee
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from itbench.markers import hookspec
 
 if TYPE_CHECKING:
     from itbench.agents import AgentSpec
-    from itbench.domain import AnyDomain
+    from itbench.domain import Domain
     from itbench.executors import ExecutorSpec
     from itbench.models import RunManifest, TrialResult
     from itbench.options import OptionSpec
@@ -40,8 +40,11 @@ if TYPE_CHECKING:
 
 
 @hookspec
-def itbench_register_domains() -> list[AnyDomain]:
+def itbench_register_domains() -> list[Domain[Any, Any, Any]]:
     """Register domains.
+
+    Runs wherever the plugins are loaded (the command's process, and each worker of the
+    ``processes`` and ``ray`` executors), when the names it registers are first looked up.
 
     Returns:
         Domain instances (subclasses of :class:`itbench.Domain`). Each domain name
@@ -52,6 +55,9 @@ def itbench_register_domains() -> list[AnyDomain]:
 @hookspec
 def itbench_register_catalog_paths() -> list[Path]:
     """Register directories of scenario files.
+
+    Runs wherever the plugins are loaded (the command's process, and each worker of the
+    ``processes`` and ``ray`` executors), when the names it registers are first looked up.
 
     Each directory is searched recursively for ``*.yaml`` scenario files (a scenario
     directory holds ``scenario.yaml`` beside its data files). Community scenario packages
@@ -66,6 +72,9 @@ def itbench_register_catalog_paths() -> list[Path]:
 def itbench_register_agents() -> list[AgentSpec]:
     """Register agents.
 
+    Runs wherever the plugins are loaded (the command's process, and each worker of the
+    ``processes`` and ``ray`` executors), when the names it registers are first looked up.
+
     Returns:
         :class:`itbench.AgentSpec` objects; ``--agent NAME`` selects one by name.
     """
@@ -75,6 +84,9 @@ def itbench_register_agents() -> list[AgentSpec]:
 def itbench_register_executors() -> list[ExecutorSpec]:
     """Register executors that run a list of trials (local processes, a cluster, ...).
 
+    Runs wherever the plugins are loaded (the command's process, and each worker of the
+    ``processes`` and ``ray`` executors), when the names it registers are first looked up.
+
     Returns:
         :class:`itbench.ExecutorSpec` objects; ``--executor NAME`` selects one.
     """
@@ -83,6 +95,9 @@ def itbench_register_executors() -> list[ExecutorSpec]:
 @hookspec
 def itbench_register_reporters() -> list[ReporterSpec]:
     """Register reporters that turn runs' results into files (CSV, Markdown, LaTeX, HTML...).
+
+    Runs wherever the plugins are loaded (the command's process, and each worker of the
+    ``processes`` and ``ray`` executors), when the names it registers are first looked up.
 
     A reporter's ``write(report, out_dir)`` receives an :class:`itbench.report.Report`: the
     frames of the runs (``report.frames.trials``, ``.metrics``, ``.scenarios``), the summary
@@ -97,6 +112,9 @@ def itbench_register_reporters() -> list[ReporterSpec]:
 @hookspec
 def itbench_register_options() -> list[OptionSpec]:
     """Register run flags of ``itbench evaluate`` and ``itbench validate``.
+
+    Runs wherever the plugins are loaded (the command's process, and each worker of the
+    ``processes`` and ``ray`` executors), when the names it registers are first looked up.
 
     A flag ``--NAME VALUE`` sets the trial option ``KEY`` that the domain reads from
     :attr:`itbench.TrialContext.options`, exactly as ``--option KEY=VALUE`` does, but
@@ -114,6 +132,8 @@ def itbench_register_options() -> list[OptionSpec]:
 def itbench_run_started(manifest: RunManifest, run_dir: Path) -> None:
     """Called once before the first trial of a run (also of a resumed run).
 
+    Runs in the process of ``itbench evaluate`` (the driver), whatever the executor.
+
     Args:
         manifest: The run's manifest, as written to ``manifest.json``.
         run_dir: The run directory.
@@ -123,6 +143,10 @@ def itbench_run_started(manifest: RunManifest, run_dir: Path) -> None:
 @hookspec
 def itbench_trial_started(trial: PlannedTrial, trial_dir: Path) -> None:
     """Called when a trial starts, before its environment is set up.
+
+    Runs where the trial runs: in the driver under the ``local`` executor, in the worker
+    process under ``processes`` and ``ray``. A plugin's state there is not the driver's, so
+    pair it with :func:`itbench_trial_finished` through files or the trial id, not memory.
 
     Args:
         trial: The planned trial (scenario, agent, index, seed).
@@ -134,6 +158,8 @@ def itbench_trial_started(trial: PlannedTrial, trial_dir: Path) -> None:
 def itbench_trial_finished(trial: PlannedTrial, result: TrialResult) -> None:
     """Called after a trial's result was written to ``results.jsonl``.
 
+    Runs in the driver, whatever the executor, as each result is recorded.
+
     Args:
         trial: The planned trial.
         result: Its result.
@@ -142,7 +168,9 @@ def itbench_trial_finished(trial: PlannedTrial, result: TrialResult) -> None:
 
 @hookspec
 def itbench_run_finished(run_dir: Path, results: list[TrialResult]) -> None:
-    """Called once after the last trial of a run.
+    """Called once after the last trial of a run (not when the run is interrupted).
+
+    Runs in the driver, whatever the executor.
 
     Args:
         run_dir: The run directory.

@@ -394,3 +394,74 @@ def test_a_plugin_agent_claiming_the_sandbox_gets_the_label_for_the_whole_run(
     assert row["labels"] == ["unsandboxed"]
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["labels"] == ["unsandboxed"]
+
+
+@pytest.mark.parametrize("executor", ["local", "processes"])
+def test_lifecycle_hooks_are_called_where_their_specs_say(
+    itbench: CliFn, plugin_site: Path, tmp_path: Path, executor: str
+) -> None:
+    """Each lifecycle hook is called with what its spec documents, in the process it names:
+    the run hooks and ``itbench_trial_finished`` in the driver, ``itbench_trial_started``
+    where the trial runs (a worker process under the process executor)."""
+    journal = tmp_path / "journal.jsonl"
+    _module(
+        tmp_path,
+        "lifecycle_journal",
+        f"""
+        import json, os
+        from itbench import hookimpl
+
+        def _note(**fields):
+            with open({str(journal)!r}, "a") as fh:
+                fh.write(json.dumps({{"pid": os.getpid(), **fields}}) + "\\n")
+
+        @hookimpl
+        def itbench_run_started(manifest, run_dir):
+            _note(hook="run_started", run_id=manifest.run_id, run_dir=str(run_dir))
+
+        @hookimpl
+        def itbench_trial_started(trial, trial_dir):
+            _note(hook="trial_started", trial=trial.trial_id, dir=trial_dir.is_dir())
+
+        @hookimpl
+        def itbench_trial_finished(trial, result):
+            _note(hook="trial_finished", trial=trial.trial_id, status=result.status.value)
+
+        @hookimpl
+        def itbench_run_finished(run_dir, results):
+            _note(hook="run_finished", results=len(results))
+        """,
+    )
+    res = itbench(
+        "evaluate",
+        "--agent",
+        "toy/solver",
+        "-s",
+        "toy/healthy",
+        "--trials",
+        "2",
+        "--executor",
+        executor,
+        "--plugin",
+        "lifecycle_journal",
+        "--out",
+        "run",
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    assert res.returncode == 0, res.stderr
+    notes = [json.loads(line) for line in journal.read_text().splitlines()]
+    hooks = [n["hook"] for n in notes]
+    assert hooks[0] == "run_started" and hooks[-1] == "run_finished", hooks
+    assert hooks.count("trial_started") == 2 and hooks.count("trial_finished") == 2
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert notes[0]["run_id"] == manifest["run_id"] and notes[-1]["results"] == 2
+    assert Path(notes[0]["run_dir"]).resolve() == (tmp_path / "run").resolve()
+    started = {n["trial"] for n in notes if n["hook"] == "trial_started"}
+    finished = {n["trial"]: n["status"] for n in notes if n["hook"] == "trial_finished"}
+    assert started == set(finished) == set(manifest["seeds"])
+    assert set(finished.values()) == {"passed"}
+    assert all(n["dir"] for n in notes if n["hook"] == "trial_started")
+    driver = {n["pid"] for n in notes if n["hook"] != "trial_started"}
+    workers = {n["pid"] for n in notes if n["hook"] == "trial_started"}
+    assert len(driver) == 1
+    assert (workers == driver) if executor == "local" else not (workers & driver)
