@@ -14,6 +14,7 @@ from itbench.aws_endpoint import AwsEndpoint
 from itbench.chat import LlmError, LlmSettings
 from itbench.chat import configure as configure_llm
 from itbench.command import CommandAgent
+from itbench.deadline import Deadline
 from itbench.domain import Domain, Environment, TrialContext
 from itbench.errors import InfrastructureError, IntegrityError, ToolError, UsageError
 from itbench.executors import Executor, ExecutorSpec
@@ -62,6 +63,7 @@ __all__ = [
     "AwsEndpoint",
     "CommandAgent",
     "Complexity",
+    "Deadline",
     "Domain",
     "Environment",
     "Evaluation",

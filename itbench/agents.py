@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from itbench.deadline import Deadline
 from itbench.domain import AnyDomain
 from itbench.models import (
     AgentOutput,
@@ -66,6 +67,8 @@ class AgentContext:
         protected: Paths no external agent may see (run directory, catalog, packages).
         seed: The trial's public seed (the manifest's ``seeds``), for an agent's own sampling;
             never to be shown to a model or a program.
+        deadline: The end of the agent's turn, the same one the task view and the toolbox
+            hold (``None`` outside a trial).
     """
 
     domain: AnyDomain
@@ -75,6 +78,7 @@ class AgentContext:
     trial_dir: Path | None = None
     protected: list[Path] = field(default_factory=list)
     seed: int = 0
+    deadline: Deadline | None = None
 
 
 @dataclass

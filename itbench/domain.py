@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
+from itbench.deadline import Deadline
 from itbench.errors import InfrastructureError
 from itbench.models import Evaluation, ScenarioSpec, Submission, TaskView
 from itbench.process import stop_recorded
@@ -198,11 +199,12 @@ class Domain(ABC, Generic[SpecT, SubmissionT, EnvT]):
         env: EnvT,
         ctx: TrialContext,
         toolbox: Toolbox,
-        deadline: Any,
+        deadline: Deadline,
     ) -> TaskView:
         """Build the agent's task view by whitelist from the spec's public fields.
 
-        The view carries the goal, never the scenario's id, title, params or file.
+        The view carries the goal, never the scenario's id, title, params or file, and the
+        turn's ``deadline`` as the runner computed it (its end and its time limit).
         """
         return TaskView(
             handle=ctx.trial_id,
@@ -211,8 +213,8 @@ class Domain(ABC, Generic[SpecT, SubmissionT, EnvT]):
             task_types=list(spec.task_types),
             tools=toolbox.specs(),
             workspace=ctx.workspace,
-            deadline=deadline,
-            time_limit=spec.time_limit,
+            deadline=deadline.when,
+            time_limit=deadline.seconds,
             output_schema=self.submission_model.model_json_schema(),
             context=env.context(),
         )

@@ -30,6 +30,7 @@ from itbench.bench import Bench
 from itbench.bounds import Bounds, bounds_problem, warn_once
 from itbench.catalog import catalog_versions
 from itbench.cgroups import remove_recorded
+from itbench.deadline import Deadline
 from itbench.domain import AnyDomain, Environment, TrialContext
 from itbench.errors import IntegrityError, RunDirError, UsageError, validation_problem
 from itbench.models import (
@@ -908,16 +909,11 @@ class TrialRun:
             raise
 
     def _run_agent(self, env: Environment, ctx: TrialContext) -> Submission | None:
-        limit = float(self.runner.config.timeout or self.spec.time_limit)
-        deadline_ts = time.time() + limit
+        deadline = Deadline.after(self.runner.config.timeout or self.spec.time_limit)
         self.toolbox = Toolbox.of(
-            env.tools(), deadline=deadline_ts, journal_path=self.trial_dir / "tools.jsonl"
+            env.tools(), deadline=deadline, journal_path=self.trial_dir / "tools.jsonl"
         )
-        task = self.domain.task_view(
-            self.spec, env, ctx, self.toolbox, datetime.fromtimestamp(deadline_ts, UTC)
-        )
-        if self.runner.config.timeout:
-            task = task.model_copy(update={"time_limit": limit})
+        task = self.domain.task_view(self.spec, env, ctx, self.toolbox, deadline)
         (self.trial_dir / "task.json").write_text(task.model_dump_json(indent=2), encoding="utf-8")
         agent_ctx = AgentContext(
             self.domain,
@@ -927,6 +923,7 @@ class TrialRun:
             trial_dir=self.trial_dir,
             protected=self.runner.protected_paths(),
             seed=self.trial.seed,
+            deadline=deadline,
         )
         box: dict[str, Any] = {}
 
@@ -943,7 +940,7 @@ class TrialRun:
         start = time.perf_counter()
         thread = threading.Thread(target=target, name=f"agent-{self.trial.trial_id}", daemon=True)
         thread.start()
-        while thread.is_alive() and time.perf_counter() - start < limit:
+        while thread.is_alive() and not deadline.passed():
             if self.runner.cancel.is_set():
                 self._stop_agent(thread)
                 raise _Cancelled
@@ -961,7 +958,7 @@ class TrialRun:
         if thread.is_alive():
             self._stop_agent(thread)
             self.status = TrialStatus.timeout
-            self.error = f"agent exceeded its time limit of {limit:g}s"
+            self.error = f"agent exceeded its time limit of {deadline.seconds:g}s"
             return None
         if "exc" in box:
             self.status = TrialStatus.failed

@@ -30,12 +30,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
 
 import pytest
 
+from itbench.deadline import Deadline
 from itbench.domain import Domain, Environment, TrialContext
 from itbench.models import ScenarioSpec, TaskView, TrialResult
 from itbench.ports import UNIT, PortAllocator, PortBlock
@@ -257,9 +257,9 @@ def toolbox_and_task(
     Returns:
         The toolbox and the task view (deadline ``spec.time_limit`` seconds from now).
     """
-    deadline = time.time() + spec.time_limit
+    deadline = Deadline.after(spec.time_limit)
     toolbox = Toolbox.of(env.tools(), deadline=deadline if enforce_deadline else None)
-    task = domain.task_view(spec, env, ctx, toolbox, datetime.fromtimestamp(deadline, UTC))
+    task = domain.task_view(spec, env, ctx, toolbox, deadline)
     return toolbox, task
 
 

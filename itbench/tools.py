@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from itbench.deadline import Deadline
 from itbench.errors import ToolError
 from itbench.models import ToolSpec
 
@@ -111,7 +112,7 @@ class Toolbox:
     """
 
     tools: dict[str, Tool]
-    deadline: float | None = None
+    deadline: Deadline | None = None
     journal_path: Path | None = None
     calls: list[ToolCall] = field(default_factory=list)
     _closed: bool = False
@@ -170,7 +171,7 @@ class Toolbox:
         with self._returned:  # with close(): a call that starts is seen by wait_idle
             if self._closed:
                 raise ToolError("the trial's time is up: tools are closed")
-            if self.deadline is not None and time.time() > self.deadline:
+            if self.deadline is not None and self.deadline.passed():
                 raise ToolError("deadline passed: tools are closed")
             self._running += 1
         start = time.time()

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import CliFn, results, trial_dir, workspace_of
 
+from itbench import Agent, AgentContext, AgentSpec, Deadline, Submission, TaskView, Toolbox
+from itbench.bench import Bench
 from itbench.models import RunConfig, TrialStatus
 from itbench.plan import plan_trials, trial_seed
 from itbench.runner import Runner
+from itbench.testing import run_scenarios
 
 
 def test_oracle_passes_noop_fails_and_artifacts_are_written(itbench: CliFn, tmp_path: Path) -> None:
@@ -204,3 +209,29 @@ def test_targets_are_drawn_per_trial_recorded_and_given_to_the_oracle(
     assert listed[0]["facets"] == {"fault": "corrupted-key"}  # type: ignore[index]
     healthy = itbench("list", "toy/healthy", "--json").json()
     assert healthy[0]["facets"] == {"fault": "none"}  # type: ignore[index]
+
+
+def test_one_deadline_reaches_the_task_view_the_toolbox_and_the_agent(
+    toy_bench: Bench, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner computes the turn's end once: the task view shows it (with ``--timeout``'s
+    limit), the toolbox refuses calls after it and the agent's context holds the same one."""
+    seen: list[tuple[Any, Any, Any]] = []
+
+    class Watcher(Agent):
+        def __init__(self, ctx: AgentContext) -> None:
+            super().__init__()
+            self.ctx = ctx
+
+        def run(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
+            seen.append((self.ctx.deadline, task, toolbox.deadline))
+            return None
+
+    monkeypatch.setattr(
+        toy_bench, "agents", {**toy_bench.agents, "watcher": AgentSpec("watcher", Watcher, "")}
+    )
+    run_scenarios("watcher", ["toy/healthy"], tmp_path / "run", bench=toy_bench, timeout=7.5)
+    [(deadline, task, box_deadline)] = seen
+    assert isinstance(deadline, Deadline) and box_deadline is deadline
+    assert deadline.seconds == 7.5 and task.time_limit == 7.5
+    assert task.deadline == deadline.when and deadline.remaining() < 7.5

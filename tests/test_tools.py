@@ -9,6 +9,7 @@ from typing import Literal
 
 import pytest
 
+from itbench.deadline import Deadline
 from itbench.errors import ToolError
 from itbench.tools import Tool, Toolbox
 
@@ -53,7 +54,7 @@ def test_a_failing_tool_is_reported_to_the_agent_and_the_deadline_closes_tools()
         """Fail."""
         raise OSError("disk gone")
 
-    box = Toolbox.of([Tool.from_function(boom)], deadline=time.time() + 0.2)
+    box = Toolbox.of([Tool.from_function(boom)], deadline=Deadline.after(0.2))
     with pytest.raises(ToolError, match="boom failed: OSError: disk gone"):
         box.call("boom")
     time.sleep(0.25)

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from itbench import Domain, Evaluation, InfrastructureError, TaskView, Toolbox, TrialContext
+from itbench import (
+    Deadline,
+    Domain,
+    Evaluation,
+    InfrastructureError,
+    TaskView,
+    Toolbox,
+    TrialContext,
+)
 from itbench_ciso.environment import CisoEnvironment
 from itbench_ciso.library_docs import library_sections
 from itbench_ciso.spec import CisoSpec, CisoSubmission
@@ -58,7 +66,7 @@ class CisoDomain(Domain[CisoSpec, CisoSubmission, CisoEnvironment]):
         env: CisoEnvironment,
         ctx: TrialContext,
         toolbox: Toolbox,
-        deadline: Any,
+        deadline: Deadline,
     ) -> TaskView:
         """The core's task view, its goal stating the requirement as this trial words it."""
         view = super().task_view(spec, env, ctx, toolbox, deadline)
