@@ -6,7 +6,7 @@ import hashlib
 import hmac
 import logging
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -16,6 +16,9 @@ from itbench.models import Evaluation, ScenarioSpec, Submission, TaskView
 from itbench.process import stop_recorded
 from itbench.reference import model_reference
 from itbench.tools import Tool, Toolbox
+
+#: What the key of a trial's seeds is derived under, from the run's secret.
+SEEDS_LABEL = b"itbench trial seeds v1"
 
 
 @dataclass
@@ -33,6 +36,9 @@ class TrialContext:
         port_count: Number of ports in the block.
         options: Run-wide domain options (``--option key=value``).
         log: Logger for harness-side messages of this trial.
+        secret: The run's secret, given at construction only: the context keeps a key derived
+            from it for :meth:`secret_seed`, never the secret itself, so a domain gets seeds
+            and nothing that could sign or rebuild the run's records.
     """
 
     trial_id: str
@@ -43,7 +49,11 @@ class TrialContext:
     port_count: int
     options: dict[str, Any] = field(default_factory=dict)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("itbench.trial"))
-    secret: bytes = b""
+    secret: InitVar[bytes] = b""
+    _seeds_key: bytes = field(init=False, repr=False, compare=False, default=b"")
+
+    def __post_init__(self, secret: bytes) -> None:
+        self._seeds_key = hmac.new(secret, SEEDS_LABEL, hashlib.sha256).digest()
 
     def secret_seed(self, label: str) -> int:
         """A 31-bit seed for one named random choice, derived from the run's secret.
@@ -51,7 +61,8 @@ class TrialContext:
         Use it (or :attr:`seed`) for hidden variants and randomized targets: without the
         secret, which lives in a harness-only file, nobody can derive it.
         """
-        digest = hmac.new(self.secret, f"{self.seed}:{label}".encode(), hashlib.sha256).digest()
+        message = f"{self.seed}:{label}".encode()
+        digest = hmac.new(self._seeds_key, message, hashlib.sha256).digest()
         return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
     def port(self, offset: int) -> int:

@@ -272,3 +272,26 @@ def test_run_scenarios_runs_the_real_runner(toy_bench: Bench, tmp_path: Path) ->
     assert len((tmp_path / "run" / "results.jsonl").read_text().splitlines()) == 2
     noop = run_scenarios("noop", ["toy/registry-beta-2"], tmp_path / "noop", bench=toy_bench)
     assert noop["toy/registry-beta-2"].status is TrialStatus.failed
+
+
+def test_a_trial_context_keeps_derived_seeds_never_the_run_s_secret(tmp_path: Path) -> None:
+    """A domain gets seeds from the secret, never the secret itself: the context holds a key
+    derived from it, so nothing a domain keeps or logs could sign or rebuild the run's records."""
+    secret = uuid.uuid4().bytes * 2
+
+    def context(secret: bytes, seed: int = 7) -> TrialContext:
+        return TrialContext("t", seed, tmp_path, tmp_path, 1, 1, secret=secret)
+
+    ctx = context(secret)
+    held = [v for v in vars(ctx).values() if isinstance(v, bytes)]
+    assert held and secret not in held and all(secret not in v for v in held)
+    assert secret not in repr(ctx).encode() and secret.hex() not in repr(ctx)
+    # Seeds are stable for a secret, a trial seed and a label, and differ when any changes.
+    assert ctx.secret_seed("a") == context(secret).secret_seed("a")
+    others = {
+        context(secret).secret_seed("b"),
+        context(secret, seed=8).secret_seed("a"),
+        context(b"another").secret_seed("a"),
+    }
+    assert ctx.secret_seed("a") not in others and len(others) == 3
+    assert all(0 <= s < 2**31 for s in (ctx.secret_seed("a"), *others))
