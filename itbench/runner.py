@@ -15,7 +15,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -127,6 +127,34 @@ class RunOutcome:
         return sum(r.status is TrialStatus.error for r in self.results)
 
 
+@dataclass(frozen=True)
+class RunContext:
+    """What every trial of a run shares, fixed when the run starts or a worker attaches.
+
+    Attributes:
+        manifest: The run's manifest (a copy: nothing a lifecycle hook does to the one it is
+            handed reaches the results).
+        versions: The package versions every result records.
+        labels: The labels of the run's agent.
+    """
+
+    manifest: RunManifest
+    versions: Mapping[str, str]
+    labels: tuple[Label, ...]
+
+    @classmethod
+    def of(
+        cls, manifest: RunManifest, versions: Mapping[str, str], labels: Iterable[Label]
+    ) -> RunContext:
+        """A context holding copies of what it is given."""
+        return cls(manifest.model_copy(deep=True), dict(versions), tuple(labels))
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.manifest.run_id
+
+
 @dataclass
 class Runner:
     """Runs the trials of one run directory.
@@ -157,9 +185,21 @@ class Runner:
         self._code: dict[str, str] = {}
         self._code_dirs: dict[str, Path] = {}
         self._versions: dict[str, str] = {}
+        self._context: RunContext | None = None
         self._by_id: dict[str, PlannedTrial] = {}
         #: This run's record among the runs in progress (see :mod:`itbench.active`).
         self._record_path: Path | None = None
+
+    @property
+    def context(self) -> RunContext:
+        """What the run's trials share, fixed when it started (or this worker attached).
+
+        Raises:
+            RuntimeError: the run has not started.
+        """
+        if self._context is None:
+            raise RuntimeError("the run has not started: no run context yet")
+        return self._context
 
     # --- planning ------------------------------------------------------------------------
 
@@ -325,7 +365,7 @@ class Runner:
             self.store.use_secret(self.secret, manifest)
             done = set()
         self._record_path = register(self.run_dir, manifest.run_id)
-        self._manifest = manifest
+        self._context = RunContext.of(manifest, self._versions, self.labels)
         if resume:
             done |= self._recover_unfinished(done, {t.trial_id: t for t in trials})
         todo = [t for t in trials if t.trial_id not in done]
@@ -333,7 +373,6 @@ class Runner:
             self.on_plan(len(todo), len(trials) - len(todo))
         known = len(self.bench.host.problems)
         self.bench.host.call_each("itbench_run_started", manifest=manifest, run_dir=self.run_dir)
-        self._manifest = manifest
         executor = executor_spec.factory(self.config.workers)
         # Results of trials run elsewhere (worker processes, Ray) come back here: the hooks
         # get their planned trial from this table.
@@ -425,7 +464,7 @@ class Runner:
         started = datetime.fromtimestamp((directory / TRIAL_RECORD).stat().st_mtime, UTC)
         finished = datetime.fromtimestamp((directory / VERDICT).stat().st_mtime, UTC)
         return TrialResult(
-            **self._planned_fields(trial),
+            **self.planned_fields(trial),
             handle=handle,
             status=TrialStatus(verdict["status"]),
             metrics=evaluation.get("metrics") or {},
@@ -439,23 +478,23 @@ class Runner:
             record_sha256=self.store.record_sha256(handle),
         )
 
-    def _planned_fields(self, trial: PlannedTrial) -> dict[str, Any]:
+    def planned_fields(self, trial: PlannedTrial) -> dict[str, Any]:
         """The fields of a result that its planned trial and this run give."""
         spec = trial.scenario
         return {
-            "run_id": self._manifest.run_id,
+            "run_id": self.context.run_id,
             "trial_id": trial.trial_id,
             "scenario_id": spec.id,
             "domain": spec.domain,
             "agent": trial.agent,
             "trial_index": trial.index,
             "seed": trial.seed,
-            "labels": list(self.labels),
+            "labels": list(self.context.labels),
             "tags": list(spec.tags),
             "complexity": spec.complexity,
             "task_types": list(spec.task_types),
             "facets": spec.result_facets(),
-            "versions": self._versions,
+            "versions": dict(self.context.versions),
         }
 
     def cleanup(self) -> list[str]:
@@ -533,11 +572,11 @@ class Runner:
         The scoring code is checked against the hashes the run recorded when it started, so a
         node whose code differs cannot produce a valid result.
         """
-        self._manifest = manifest
         self.secret = secret
         self.store.use_secret(secret, manifest)
         self.labels = list(labels)
         self._versions = dict(manifest.packages)
+        self._context = RunContext.of(manifest, self._versions, self.labels)
         self._code_dirs = code_dirs(self.bench.host)
         self._code = dict(manifest.package_hashes)
 
@@ -545,7 +584,7 @@ class Runner:
         """An ``error`` result for a trial that could not be run (a worker lost twice...)."""
         now = _now()
         return TrialResult(
-            **self._planned_fields(trial),
+            **self.planned_fields(trial),
             status=TrialStatus.error,
             error=reason,
             started_at=now,
@@ -594,8 +633,8 @@ class RunnerJob:
             config_json=r.config.model_dump_json(),
             run_dir=str(r.run_dir),
             secret_hex=r.secret.hex(),
-            manifest_json=r._manifest.model_dump_json(),
-            labels=tuple(label.value for label in r.labels),
+            manifest_json=r.context.manifest.model_dump_json(),
+            labels=tuple(label.value for label in r.context.labels),
         )
 
     def resources(self, trial: PlannedTrial) -> dict[str, float]:
@@ -1008,7 +1047,7 @@ class TrialRun:
         An agent spec may claim ``sandboxed``; only the core's command agent, with its sandbox
         on, earns the claim. Anything else ran in the harness's process.
         """
-        labels = list(self.runner.labels)
+        labels = list(self.runner.context.labels)
         if not labels and self.sandboxed is False:
             labels.append(Label.unsandboxed)
         if self.unbounded is not None and Label.unbounded not in labels:
@@ -1019,14 +1058,17 @@ class TrialRun:
         calls = self.toolbox.calls if self.toolbox else []
         usage = self.usage if self.usage is not None else None
         return TrialResult(
-            run_id=self.runner._manifest.run_id,
-            trial_id=self.trial.trial_id,
+            **{
+                **self.runner.planned_fields(self.trial),
+                # What the trial's draw made of its scenario.
+                "scenario_id": self.spec.id,
+                "tags": list(self.spec.tags),
+                "complexity": self.spec.complexity,
+                "task_types": list(self.spec.task_types),
+                "facets": self.spec.result_facets(),
+                "labels": self._labels(),
+            },
             handle=self.handle,
-            scenario_id=self.spec.id,
-            domain=self.spec.domain,
-            agent=self.trial.agent,
-            trial_index=self.trial.index,
-            seed=self.trial.seed,
             status=self.status,
             metrics=self.metrics,
             timings=self.timings,
@@ -1035,17 +1077,11 @@ class TrialRun:
             usage=usage.model_dump() if usage is not None else {},
             agent_metrics=_agent_metrics(self.agent),
             error=self.error,
-            labels=self._labels(),
             bounds=self.bounds,
             agent_output=self.output,
-            tags=list(self.spec.tags),
-            complexity=self.spec.complexity,
-            task_types=list(self.spec.task_types),
-            facets=self.spec.result_facets(),
             drawn=self.drawn,
             started_at=started,
             finished_at=_now(),
-            versions=self.runner._versions,
             record_sha256=self.runner.store.record_sha256(self.handle),
         )
 
