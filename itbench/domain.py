@@ -14,6 +14,7 @@ from itbench.deadline import Deadline
 from itbench.errors import InfrastructureError
 from itbench.models import Evaluation, ScenarioSpec, Submission, TaskView
 from itbench.process import stop_recorded
+from itbench.prompts import default_prompt
 from itbench.reference import model_reference
 from itbench.tools import Tool, Toolbox
 
@@ -184,6 +185,15 @@ class Domain(ABC, Generic[SpecT, SubmissionT, EnvT]):
     #: What one trial needs of a machine, for executors that schedule trials on a cluster
     #: (``--executor ray``): ``num_cpus`` (fractions allowed) and ``memory`` in bytes.
     resources: ClassVar[dict[str, float]] = {"num_cpus": 1.0, "memory": 512 * 2**20}
+
+    def system_prompt(self) -> str:
+        """What a model agent (``llm``) is told about the domain's work before its task.
+
+        Domains override it with their own text (SRE, CISO and FinOps ship a ``prompt.md``
+        in their package); the default is a generic prompt for any domain. It must describe
+        the kind of work, never a scenario.
+        """
+        return default_prompt()
 
     def draw(self, spec: SpecT, ctx: TrialContext) -> tuple[SpecT, dict[str, Any]]:
         """The concrete scenario of one trial, drawn from the spec's declared sets.

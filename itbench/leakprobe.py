@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pkgutil
 import socket
 import sys
 from pathlib import Path
@@ -60,9 +61,21 @@ def check_environment(found: list[dict[str, str]]) -> None:
             found.append(finding("environment", key))
 
 
-def check_imports(found: list[dict[str, str]]) -> None:
+def harness_modules(given: list[str]) -> list[str]:
+    """The harness's packages to try.
+
+    Those named on the command line (the trial's domain, as the harness passes it), the core,
+    and any ``itbench*`` module on the path.
+    """
+    names = {"itbench", *given}
+    with contextlib.suppress(Exception):
+        names |= {m.name for m in pkgutil.iter_modules() if m.name.startswith("itbench")}
+    return sorted(n for n in names if n.isidentifier())
+
+
+def check_imports(found: list[dict[str, str]], modules: list[str]) -> None:
     """The installed harness and domain packages (catalog, oracles, scoring)."""
-    for module in ("itbench", "itbench_sre", "itbench_ciso", "itbench_finops", "itbench_toy"):
+    for module in modules:
         try:
             __import__(module)
         except Exception:  # any failure to import is the expected block
@@ -135,7 +148,7 @@ def main() -> int:
     task = check_task(found)
     workspace = Path(os.environ.get("ITBENCH_WORKSPACE", os.getcwd()))
     check_environment(found)
-    check_imports(found)
+    check_imports(found, harness_modules(sys.argv[1:]))
     check_processes(found)
     submissions = check_files(found, workspace)
     allowed = set()

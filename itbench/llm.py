@@ -1,7 +1,7 @@
 """The ``llm`` agent: a tool-calling loop over the OpenAI Chat Completions protocol.
 
-The model gets a system prompt for the trial's domain (``itbench/prompts/<domain>.md``, else
-``default.md``; ``--option llm_system_prompt=FILE`` replaces it), the task (goal, task types,
+The model gets the system prompt of the trial's domain (:meth:`itbench.Domain.system_prompt`;
+``--option llm_system_prompt=FILE`` replaces it), the task (goal, task types,
 time limit, public context) and the trial's tools as functions, plus a final ``submit`` tool
 whose parameters are the domain's submission schema. The loop is the harness's own code: the
 model reaches the environment only through validated tool calls and its submission. A
@@ -361,7 +361,7 @@ class LlmAgent(Agent):
     def opening(self, task: TaskView, finish: str) -> list[dict[str, Any]]:
         """The system and user messages that open the conversation."""
         return [
-            {"role": "system", "content": system_prompt(task.domain, self.config.system_prompt)},
+            {"role": "system", "content": system_prompt(self.domain, self.config.system_prompt)},
             {"role": "user", "content": task_message(task, finish)},
         ]
 

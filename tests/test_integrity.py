@@ -17,6 +17,9 @@ import psutil
 import pytest
 from conftest import CliFn, results, trial_dir
 
+from itbench import AgentContext, leakprobe
+from itbench.bench import Bench
+
 TOY = ["-s", "toy/healthy", "-s", "toy/registry-alpha-1"]
 
 
@@ -293,3 +296,15 @@ def test_sandboxed_agents_cannot_be_given_a_directory_that_holds_the_harness(
     )
     [row] = results(agent_dir / "run")
     assert row["status"] == "failed" and "overlaps" in row["error"], row
+
+
+def test_the_leak_probe_tries_the_trial_s_own_domain_package(toy_bench: Bench) -> None:
+    """The harness names the trial's domain package to the probe, whatever its name; the probe
+    adds the core and every ``itbench*`` module it can see, never a name it cannot import."""
+    from itbench.builtin.agents import _leak
+
+    agent = _leak(AgentContext(toy_bench.domains["toy"]))
+    assert agent.argv[-1] == "itbench_toy" and agent.argv[-2].endswith("leakprobe.py")
+    names = leakprobe.harness_modules(["shop_domain", "not a module", "itbench_toy"])
+    assert {"itbench", "shop_domain", "itbench_toy"} <= set(names)
+    assert "not a module" not in names and names == sorted(names)

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 from conftest import CliFn
 
+from itbench import prompts as prompts_module
 from itbench.bench import Bench
 from itbench.errors import UsageError
+from itbench.prompts import default_prompt
 from itbench.report.dataset import frames_of
 from itbench.report.leaderboard import summarize_run
 from itbench.store import RunStore
@@ -56,6 +58,8 @@ def test_a_right_script_passes_without_a_price_and_with_every_call_journaled(
         request["messages"][0]["role"] == "system"
         and "One value of the registry" in request["messages"][1]["content"]
     )
+    # The toy domain ships no prompt of its own: the model is told the default one.
+    assert request["messages"][0]["content"] == default_prompt()
 
 
 def test_a_given_price_costs_the_tokens(toy_bench: Bench, tmp_path: Path) -> None:
@@ -219,3 +223,14 @@ def test_the_conversation_key_tells_trials_apart(toy_bench: Bench, tmp_path: Pat
         )
     assert len(seen) == 2 and len(results) == 1
     assert all(r.status.value == "passed" for r in RunStore(tmp_path / "run").results())
+
+
+def test_each_domain_of_the_repository_owns_its_system_prompt() -> None:
+    """SRE, CISO and FinOps each tell a model about their own work; the core keeps only the
+    default prompt for domains without one."""
+    domains = Bench(autoload=True).domains
+    prompts = {name: domains[name].system_prompt() for name in ("sre", "ciso", "finops")}
+    assert len(set(prompts.values())) == 3
+    assert all(p != default_prompt() and len(p.split()) > 50 for p in prompts.values())
+    shipped = Path(prompts_module.__file__).parent
+    assert sorted(p.name for p in shipped.glob("*.md")) == ["default.md"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from itbench import (
@@ -36,6 +37,10 @@ class CisoDomain(Domain[CisoSpec, CisoSubmission, CisoEnvironment]):
         "evidence-collection",
         "policy-update",
     )
+
+    def system_prompt(self) -> str:
+        """What a model agent is told about this domain's work (``prompt.md`` of the package)."""
+        return Path(__file__).with_name("prompt.md").read_text(encoding="utf-8")
 
     def create_environment(self, spec: CisoSpec, ctx: TrialContext) -> CisoEnvironment:
         """The engine and the family's systems for ``spec``."""

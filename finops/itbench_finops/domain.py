@@ -32,6 +32,10 @@ class FinOpsDomain(Domain[FinOpsSpec, FinOpsSubmission, FinOpsEnvironment]):
     #: One moto server per trial, seeded with the organization's accounts.
     resources: ClassVar[dict[str, float]] = {"num_cpus": 1.0, "memory": 768 * 2**20}
 
+    def system_prompt(self) -> str:
+        """What a model agent is told about this domain's work (``prompt.md`` of the package)."""
+        return Path(__file__).with_name("prompt.md").read_text(encoding="utf-8")
+
     def draw(self, spec: FinOpsSpec, ctx: TrialContext) -> tuple[FinOpsSpec, dict[str, Any]]:
         """The trial's concrete scenario: its settings and each candidate's form, drawn.
 

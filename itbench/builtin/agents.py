@@ -43,7 +43,9 @@ class DomainProbe(Agent):
 
 def _leak(ctx: AgentContext) -> CommandAgent:
     files = {_LEAK_IN_SANDBOX: Path(leakprobe.__file__)}
-    return CommandAgent(ctx, ["/usr/bin/python3", _LEAK_IN_SANDBOX], files=files)
+    # The probe tries to import the trial's domain package, whatever its name.
+    package = type(ctx.domain).__module__.partition(".")[0]
+    return CommandAgent(ctx, ["/usr/bin/python3", _LEAK_IN_SANDBOX, package], files=files)
 
 
 @hookimpl

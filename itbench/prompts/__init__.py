@@ -1,27 +1,32 @@
-"""What a model is told: each domain's system prompt, and the message that states a task.
+"""What a model is told: a domain's system prompt, and the message that states a task.
 
-The system prompts are ``<domain>.md`` beside this module, ``default.md`` for any other domain.
+Each domain owns its system prompt (:meth:`itbench.Domain.system_prompt`); ``default.md``
+beside this module serves a domain that has none of its own.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from itbench.models import TaskView
 
+if TYPE_CHECKING:
+    from itbench.domain import Domain
 
-def system_prompt(domain: str, override: str | None = None) -> str:
-    """The system prompt of ``domain``: the file ``override``, or the shipped one."""
+
+def default_prompt() -> str:
+    """The system prompt of a domain that ships none of its own."""
+    return resources.files(__name__).joinpath("default.md").read_text("utf-8")
+
+
+def system_prompt(domain: Domain[Any, Any, Any], override: str | None = None) -> str:
+    """The system prompt for ``domain``'s trials: the file ``override``, or the domain's own."""
     if override:
         return Path(override).read_text(encoding="utf-8")
-    prompts = resources.files(__name__)
-    chosen = prompts.joinpath(f"{domain}.md")
-    if not re.fullmatch(r"[a-z][a-z0-9_-]*", domain) or not chosen.is_file():
-        chosen = prompts.joinpath("default.md")
-    return chosen.read_text("utf-8")
+    return domain.system_prompt()
 
 
 def task_message(task: TaskView, finish: str) -> str:

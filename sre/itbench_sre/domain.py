@@ -35,6 +35,10 @@ class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
     #: A shop is about ten processes (services, Redis, PostgreSQL, Prometheus, load).
     resources: ClassVar[dict[str, float]] = {"num_cpus": 1.0, "memory": 1.5 * 2**30}
 
+    def system_prompt(self) -> str:
+        """What a model agent is told about this domain's work (``prompt.md`` of the package)."""
+        return Path(__file__).with_name("prompt.md").read_text(encoding="utf-8")
+
     def draw(self, spec: SreSpec, ctx: TrialContext) -> tuple[SreSpec, dict[str, Any]]:
         """The trial's problem: targets, parameters, noise and decoys drawn from the secret."""
         concrete = spec.concrete(random.Random(ctx.secret_seed("sre-draw")))
