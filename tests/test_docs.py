@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from itbench.cli.outputs import REPO_DOCS
+from itbench.cli.docs import REPO_DOCS
 
 ROOT = Path(__file__).resolve().parents[1]
 

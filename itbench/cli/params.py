@@ -135,3 +135,6 @@ def plugin_flags(bench: Bench, tokens: list[str]) -> tuple[list[str], dict[str, 
         return parse_flags(tokens, bench.options)
     except OptionError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+run_dir_type = click.Path(file_okay=False, path_type=Path)

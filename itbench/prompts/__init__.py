@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 from itbench.models import TaskView
 
-if TYPE_CHECKING:
-    from itbench.domain import Domain
+
+class _Prompted(Protocol):
+    def system_prompt(self) -> str: ...
 
 
 def default_prompt() -> str:
@@ -22,7 +23,7 @@ def default_prompt() -> str:
     return resources.files(__name__).joinpath("default.md").read_text("utf-8")
 
 
-def system_prompt(domain: Domain[Any, Any, Any], override: str | None = None) -> str:
+def system_prompt(domain: _Prompted, override: str | None = None) -> str:
     """The system prompt for ``domain``'s trials: the file ``override``, or the domain's own."""
     if override:
         return Path(override).read_text(encoding="utf-8")

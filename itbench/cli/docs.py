@@ -1,12 +1,10 @@
-"""Commands that write files: ``report``, ``schema`` and ``docs``."""
+"""Write each domain's scenario reference: ``itbench docs``."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -14,122 +12,19 @@ from itbench import console
 from itbench.bench import Bench
 from itbench.builtin.scenarios import REPO_CATALOG
 from itbench.cli.common import EXIT_FAILED, report_problems
-from itbench.cli.params import bench_options, json_option
+from itbench.cli.params import bench_options
 from itbench.domain import AnyDomain
-from itbench.errors import RunDirError
-from itbench.models import RunManifest, ScenarioSpec, Submission, TaskView, TrialResult
 
 #: ``docs/`` beside the ``itbench`` package in a source checkout (found like the catalog).
 REPO_DOCS = REPO_CATALOG.parent / "docs"
+
 #: The first line of every generated domain reference (marks files ``docs`` owns).
 REFERENCE_HEADING = "# Scenario reference: "
+
 #: The index of the references, and its first line.
 DOCS_INDEX = "README.md"
+
 INDEX_HEADING = "# Scenario references"
-
-
-@click.command()
-@click.argument(
-    "run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path)
-)
-@click.option(
-    "--k",
-    "k",
-    default=1,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="k of pass@k and pass^k.",
-)
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Where to write files (default: the first run directory).",
-)
-@json_option
-@bench_options
-def report(
-    bench: Bench, run_dirs: tuple[Path, ...], k: int, out: Path | None, as_json: bool
-) -> None:
-    """Summarize runs: pass rate with intervals, pass@k, pass^k, metrics and breakdowns.
-
-    Every reporter (see `itbench plugins`; built in: CSV, Markdown, LaTeX, HTML with plots)
-    writes its files to --out; the command says where. Definitions: `itbench.report.tables`.
-    """
-    from itbench.report import build, frames
-    from itbench.report.tables import display_rows, metric_rows
-
-    try:
-        result = build(frames(run_dirs), k=k)
-    except RunDirError as exc:
-        raise click.UsageError(str(exc)) from None
-    out_dir = out or run_dirs[0]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[str] = []
-    for name, reporter in bench.reporters.items():
-        try:
-            written += [str(p) for p in reporter.write(result, out_dir)]
-        except Exception as exc:
-            console.problem(f"reporter {name!r} failed: {type(exc).__name__}: {exc}")
-    report_problems(bench)
-    if as_json:
-        console.print_json(
-            {
-                "summary": json.loads(result.summary.to_json(orient="records")),
-                "controls": []
-                if result.controls is None
-                else json.loads(result.controls.to_json(orient="records")),
-                "breakdowns": {
-                    d: json.loads(b.to_json(orient="records")) for d, b in result.breakdowns.items()
-                },
-                "out_dir": str(out_dir),
-                "files": written,
-            }
-        )
-        return
-    header, rows = display_rows(result.summary, k)
-    console.table(f"report: {', '.join(map(str, run_dirs))}", header, rows, plain=True)
-    if result.controls is not None:
-        header, rows = display_rows(result.controls, k)
-        console.table("controls (apart from the pass rate above)", header, rows, plain=True)
-    header, rows = metric_rows(result.summary)
-    if rows:
-        console.table("metrics: mean ± standard error over scored trials", header, rows, True)
-    if not written:
-        console.out.print(f"no reporter wrote a file to {out_dir}", highlight=False)
-        return
-    console.out.print(f"wrote {len(written)} file(s) to {out_dir}:", highlight=False)
-    for path in written:
-        console.out.print(f"  {path}", highlight=False, markup=False)
-
-
-@click.command()
-@click.option(
-    "--out", default="schemas", show_default=True, type=click.Path(file_okay=False, path_type=Path)
-)
-@json_option
-@bench_options
-def schema(bench: Bench, out: Path, as_json: bool) -> None:
-    """Write the JSON Schemas of the models (and of each domain's spec and submission)."""
-    models: dict[str, type[Any]] = {
-        "scenario": ScenarioSpec,
-        "task-view": TaskView,
-        "submission": Submission,
-        "trial-result": TrialResult,
-        "run-manifest": RunManifest,
-    }
-    for name, domain in sorted(bench.domains.items()):
-        models[f"{name}.scenario"] = domain.spec_model
-        models[f"{name}.submission"] = domain.submission_model
-    schemas = {name: model.model_json_schema() for name, model in models.items()}
-    report_problems(bench)
-    if as_json:
-        console.print_json(schemas)
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    for name, data in schemas.items():
-        path = out / f"{name}.schema.json"
-        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        console.out.print(f"wrote {path}", highlight=False)
 
 
 def domain_docs(domains: dict[str, AnyDomain]) -> dict[str, str]:
