@@ -164,14 +164,14 @@ class Runner:
         config: The run's options.
         run_dir: Where manifest, results and artifacts go.
         on_result: Called in the main thread after each result was recorded.
-        on_plan: Called once with the number of trials to run and already done.
+        on_plan: Called once with the trials to run and the number already done.
     """
 
     bench: Bench
     config: RunConfig
     run_dir: Path
     on_result: Callable[[TrialResult], None] | None = None
-    on_plan: Callable[[int, int], None] | None = None
+    on_plan: Callable[[list[PlannedTrial], int], None] | None = None
     ports: PortAllocator = field(default_factory=PortAllocator)
     cancel: threading.Event = field(default_factory=threading.Event)
 
@@ -370,7 +370,7 @@ class Runner:
             done |= self._recover_unfinished(done, {t.trial_id: t for t in trials})
         todo = [t for t in trials if t.trial_id not in done]
         if self.on_plan:
-            self.on_plan(len(todo), len(trials) - len(todo))
+            self.on_plan(todo, len(trials) - len(todo))
         known = len(self.bench.host.problems)
         self.bench.host.call_each("itbench_run_started", manifest=manifest, run_dir=self.run_dir)
         executor = executor_spec.factory(self.config.workers)

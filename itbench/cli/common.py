@@ -16,6 +16,8 @@ from itbench.bench import Bench
 from itbench.catalog import ScenarioError
 from itbench.errors import RunDirError, UsageError
 from itbench.models import RunConfig, TrialResult
+from itbench.plan import PlannedTrial
+from itbench.progress import Estimate
 from itbench.runner import Runner, RunOutcome
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -99,12 +101,16 @@ def run_with_progress(
     """
     with console.progress(show_progress) as bar:
         task = bar.add_task(config.agent, total=None, last="")
+        estimate = Estimate([], config.workers)
 
-        def on_plan(todo: int, done: int) -> None:
-            bar.update(task, total=todo + done, completed=done)
+        def on_plan(todo: list[PlannedTrial], done: int) -> None:
+            estimate.left.update(t.scenario.domain for t in todo)
+            bar.update(task, total=len(todo) + done, completed=done, last=estimate.line())
 
         def on_result(result: TrialResult) -> None:
-            bar.update(task, advance=1, last=f"{result.scenario_id}: {result.status.value}")
+            estimate.finished(result)
+            last = f"{estimate.line()} · {result.scenario_id}: {result.status.value}"
+            bar.update(task, advance=1, last=last)
 
         runner = Runner(bench, config, run_dir, on_result=on_result, on_plan=on_plan)
         try:
