@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from itbench import trajectory
-from itbench.active import RunLock, register, unregister
+from itbench.active import LOCK, RunLock, register, unregister
 from itbench.agents import AgentContext, AgentSpec
 from itbench.bench import Bench
 from itbench.bounds import Bounds, bounds_problem, warn_once
@@ -283,6 +283,7 @@ class Runner:
             UsageError: bad agent, executor or scenario selection.
             KeyboardInterrupt: the run was interrupted; finished trials are recorded.
         """
+        fresh = not self.run_dir.exists()
         lock = RunLock(self.run_dir)
         try:
             lock.acquire()
@@ -290,10 +291,27 @@ class Runner:
             raise UsageError(str(exc)) from None
         try:
             return self._run_locked(resume)
+        except UsageError:
+            lock.release()
+            # A refused run leaves nothing behind: no directory (or lock) of its own.
+            self._remove_if_empty(fresh)
+            raise
         finally:
             lock.release()
             if self._record_path is not None:
                 unregister(self._record_path)
+
+    def _remove_if_empty(self, created: bool) -> None:
+        """Remove the lock of a run directory that holds nothing else.
+
+        The directory goes too when this run ``created`` it.
+        """
+        if not self.run_dir.is_dir() or any(p.name != LOCK for p in self.run_dir.iterdir()):
+            return
+        (self.run_dir / LOCK).unlink(missing_ok=True)
+        if created:
+            with contextlib.suppress(OSError):
+                self.run_dir.rmdir()
 
     def _run_locked(self, resume: bool) -> RunOutcome:
         agent = self.agent_spec()

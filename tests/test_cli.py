@@ -404,3 +404,14 @@ def test_each_command_lives_in_a_module_of_its_own_name() -> None:
     for name, command in cli.commands.items():
         assert command.callback is not None
         assert command.callback.__module__ == f"itbench.cli.{name}", name
+
+
+def test_a_refused_run_leaves_no_run_directory(itbench: CliFn, tmp_path: Path) -> None:
+    """A usage error exits 2 and leaves nothing: no new directory, no lock in an empty one."""
+    res = itbench("evaluate", "--agent", "nosuch", "-s", "toy/healthy", "--out", "fresh")
+    assert res.returncode == 2 and "unknown agent 'nosuch'" in res.stderr
+    assert not (tmp_path / "fresh").exists()
+    (tmp_path / "mine").mkdir()
+    res = itbench("evaluate", "--agent", "noop", "-s", "toy/no-such", "--out", "mine")
+    assert res.returncode == 2 and "no scenario matches" in res.stderr
+    assert (tmp_path / "mine").is_dir() and not any((tmp_path / "mine").iterdir())
