@@ -85,7 +85,8 @@ def test_expired_waivers_exempt_nothing() -> None:
 def test_a_policy_set_update_keeps_no_waivers(
     domain: CisoDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["ciso/update-image-tag-image-registry"]
+    # A changed requirement without organization parameters is stated as the catalog states it.
+    spec = catalog.scenarios["ciso/update-resource-limits-limits-and-requests"]
     assert isinstance(spec, CisoSpec)
     with testing.live_environment(domain, spec, tmp_path, until="setup") as (env, ctx):
         _, task = toolbox_and_task(domain, spec, env, ctx)
