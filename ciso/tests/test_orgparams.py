@@ -19,11 +19,13 @@ from itbench.catalog import Catalog
 
 from .conftest import judge, toolbox_and_task
 
-#: Scenarios whose checks carry organization parameters, one per family.
+#: Scenarios whose checks carry organization parameters (both families).
 LIVE = (
     "ciso/k8s-added-capabilities",
     "ciso/k8s-host-ports",
+    "ciso/k8s-resource-limits",
     "ciso/update-image-tag-image-registry",
+    "ciso/update-privileged-privileged-except-system",
 )
 
 

@@ -29,6 +29,7 @@ from itbench_ciso.checks.k8s import (
     _caps,
     _ctr,
     _sc,
+    _wl,
     any_container,
     by_id,
     caps,
@@ -52,11 +53,9 @@ SEPARATORS = {", ": "comma-separated", "\n": "one per line", " ": "separated by 
 
 #: The sentence saying where the values are, in one of several phrasings.
 PHRASINGS = (
-    "The organization keeps {what} in {where}; nothing else is approved.",
-    "{What_} are the organization's choice, recorded in {where}; a value not listed there is "
-    "not allowed.",
-    "Use the organization's own list of {what}: {where} holds it, and it is the only list "
-    "that counts.",
+    "The organization records {what} in {where}.",
+    "{What_}: see {where}; that is the only source that counts.",
+    "Use the organization's own {what}, as {where} holds it; nothing else is approved.",
 )
 
 _CM = re.compile(r"config map `([a-z0-9-]+)` in namespace `([a-z0-9-]+)` \(data key `([^`]+)`")
@@ -74,7 +73,6 @@ class Kind:
         what: What the list holds (a noun phrase).
         keys: Config map data keys and annotation keys (``policy.`` prefixed) it may use.
         heading: The heading of the document section listing them.
-        numeric: Whether the values are integers.
         draw: Draws the organization's values.
         derive: The check with the organization's values: truth, mutations and reference.
     """
@@ -84,7 +82,6 @@ class Kind:
     what: str
     keys: tuple[str, ...]
     heading: str
-    numeric: bool
     draw: Callable[[random.Random], tuple[str, ...]]
     derive: Callable[[K8sCheck, tuple[str, ...]], K8sCheck]
 
@@ -429,6 +426,105 @@ def _derive_namespaces(check: K8sCheck, exempt: tuple[str, ...]) -> K8sCheck:
     )
 
 
+#: Maximum CPU limits an organization may set (the background's containers ask for 500m).
+_CPU_POOL = ("750m", "1", "1500m", "2", "3")
+
+
+def _draw_cpu(rng: random.Random) -> tuple[str, ...]:
+    return (rng.choice(_CPU_POOL),)
+
+
+def millicores(quantity: Any) -> float:
+    """A CPU quantity (``"1500m"``, ``"1.5"``, ``2``) in millicores.
+
+    Raises:
+        ValueError: ``quantity`` is not a CPU quantity.
+    """
+    if isinstance(quantity, bool) or not isinstance(quantity, (int, float, str)):
+        raise ValueError(f"not a CPU quantity: {quantity!r}")
+    if isinstance(quantity, str) and quantity.endswith("m"):
+        return float(quantity[:-1])
+    return float(quantity) * 1000
+
+
+def _other_units(quantity: str) -> str:
+    """The same quantity written the other way (cores against millicores)."""
+    milli = millicores(quantity)
+    if quantity.endswith("m"):
+        return f"{milli / 1000:g}"
+    return f"{milli:g}m"
+
+
+def _limits(cpu: Any, memory: str | None = "256Mi") -> Callable[[dict[str, Any]], None]:
+    limits = {"cpu": cpu} if memory is None else {"cpu": cpu, "memory": memory}
+    return field_set(resources={"limits": limits, "requests": {"cpu": "100m", "memory": "128Mi"}})
+
+
+def _derive_cpu(check: K8sCheck, values: tuple[str, ...]) -> K8sCheck:
+    top = values[0]
+    cap = millicores(top)
+    above = f"{cap + 50:g}m"
+    double = f"{2 * cap / 1000:g}"
+
+    def over(c: dict[str, Any]) -> bool:
+        limits = (c.get("resources") or {}).get("limits") or {}
+        return not limits.get("cpu") or not limits.get("memory") or millicores(limits["cpu"]) > cap
+
+    bad: dict[str, Factory] = {
+        "no limits": pod(on("main", field_set(resources={"requests": {"cpu": "100m"}}))),
+        f"cpu limit {above}, just above the maximum": deploy(on("main", _limits(above))),
+        f"init container cpu limit {double}": deploy(on("init", _limits(double))),
+        f"sidecar cpu limit {above}": pod(on("sidecar", _limits(above, "512Mi"))),
+        "memory limit missing": deploy(on("sidecar", _limits("250m", None))),
+        "in a cron job": cron(on("main", _limits(f"{cap * 4:g}m"))),
+    }
+    near: dict[str, Factory] = {
+        f"cpu limit {top}, the maximum": pod(on("main", _limits(top))),
+        f"cpu limit {_other_units(top)}, the maximum in other units": deploy(
+            on("main", _limits(_other_units(top)))
+        ),
+        f"init container cpu limit {top}": deploy(on("init", _limits(top, "1Gi"))),
+        "cpu limit 250m": pod(on("sidecar", _limits("250m", "1Gi"))),
+        "ephemeral container (no resources allowed)": pod(on("ephemeral")),
+    }
+    rego = (
+        f"max_cpu_millicores := {cap:g}\n\n"
+        + _wl(
+            '\tsome c in array.concat(object.get(spec, "containers", []), '
+            'object.get(spec, "initContainers", []))\n\tnot within(c)'
+        )
+        + """
+
+within(c) if {
+	c.resources.limits.memory
+	millicores(c.resources.limits.cpu) <= max_cpu_millicores
+}
+
+millicores(q) := to_number(trim_suffix(q, "m")) if {
+	is_string(q)
+	endswith(q, "m")
+}
+
+millicores(q) := to_number(q) * 1000 if {
+	is_string(q)
+	not endswith(q, "m")
+}
+
+millicores(q) := q * 1000 if is_number(q)"""
+    )
+    return dataclasses.replace(
+        check,
+        rego=rego,
+        truth=per_workload(
+            lambda o, s: any(
+                over(c) for c in [*s.get("containers", []), *s.get("initContainers", [])]
+            )
+        ),
+        bad=bad,
+        near=near,
+    )
+
+
 KINDS: dict[str, Kind] = {
     k.check: k
     for k in (
@@ -440,10 +536,9 @@ KINDS: dict[str, Kind] = {
                 "Containers may add only approved Linux capabilities: a capability added by any "
                 "container of any workload must be on the organization's list.",
             ),
-            what="approved Linux capabilities a container may add",
+            what="the Linux capabilities containers may add",
             keys=("allowed-capabilities", "approved-caps", "capabilities"),
             heading="Approved container capabilities",
-            numeric=False,
             draw=_draw_caps,
             derive=_derive_caps,
         ),
@@ -456,12 +551,26 @@ KINDS: dict[str, Kind] = {
                 "Node ports are allowlisted: a hostPort of any container of any workload must "
                 "be one the organization allows.",
             ),
-            what="host ports containers may bind",
+            what="the host ports containers may bind",
             keys=("allowed-host-ports", "host-ports", "port-allowlist"),
             heading="Allowed host ports",
-            numeric=True,
             draw=_draw_ports,
             derive=_derive_ports,
+        ),
+        Kind(
+            check="k8s-resource-limits",
+            requirements=(
+                "Resource limits are mandatory and bounded. Every container and init container "
+                "of every workload must set both a CPU limit and a memory limit, and its CPU "
+                "limit may not exceed the organization's maximum.",
+                "Every container and init container of every workload must set a CPU limit and "
+                "a memory limit; a CPU limit above the organization's maximum is a violation.",
+            ),
+            what="the maximum CPU limit of a container (a Kubernetes CPU quantity)",
+            keys=("max-cpu-limit", "cpu-limit-max", "container-cpu-ceiling"),
+            heading="Maximum container CPU limit",
+            draw=_draw_cpu,
+            derive=_derive_cpu,
         ),
         Kind(
             check="k8s-image-registry",
@@ -472,10 +581,9 @@ KINDS: dict[str, Kind] = {
                 "Images must be pinned (a digest, or a tag other than latest) and pulled from "
                 "an approved registry, for every container of every workload.",
             ),
-            what="approved image registries (an image's name starts with one, then a slash)",
+            what="the approved image registries (an image's name starts with one, then a slash)",
             keys=("approved-registries", "registries", "trusted-registries"),
             heading="Approved registries",
-            numeric=False,
             draw=_draw_registries,
             derive=_derive_registries,
         ),
@@ -488,10 +596,9 @@ KINDS: dict[str, Kind] = {
                 "Privileged containers are allowed only in exempt namespaces; anywhere else, no "
                 "container of any workload may run privileged.",
             ),
-            what="namespaces exempt from this rule",
+            what="the namespaces exempt from this rule",
             keys=("privileged-namespaces", "exempt-namespaces", "privileged-allowed"),
             heading="Namespaces allowed to run privileged workloads",
-            numeric=False,
             draw=_draw_namespaces,
             derive=_derive_namespaces,
         ),
