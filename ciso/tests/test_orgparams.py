@@ -26,6 +26,7 @@ LIVE = (
     "ciso/k8s-resource-limits",
     "ciso/update-image-tag-image-registry",
     "ciso/update-privileged-privileged-except-system",
+    "ciso/update-host-network-host-namespaces",
 )
 
 

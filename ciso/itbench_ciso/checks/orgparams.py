@@ -14,6 +14,7 @@ trial's values passes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import random
 import re
@@ -40,6 +41,7 @@ from itbench_ciso.checks.k8s import (
     per_workload,
     pod,
     sc,
+    spec_set,
     unpinned,
 )
 from itbench_ciso.checks.k8s_cluster import containers_of, meta
@@ -202,39 +204,53 @@ def _rego_set(values: tuple[str, ...], numeric: bool = False) -> str:
     return "{" + ", ".join(v if numeric else json.dumps(v) for v in values) + "}"
 
 
-def _derive_caps(check: K8sCheck, approved: tuple[str, ...]) -> K8sCheck:
+def _derive_caps(check: K8sCheck, approved: tuple[str, ...], drop_all: bool = False) -> K8sCheck:
+    """Added capabilities outside ``approved`` violate (and, with ``drop_all``, not dropping ALL)."""
     ok = set(approved)
     out = [c for c in _CAP_POOL + _CAP_DANGER if c not in ok]
     default = "NET_BIND_SERVICE"
     # An unlisted default is a violation the catalog's text would let through.
     d = default if default not in ok else out[3]
     a0, a1, a2 = approved[0], approved[1], approved[-1]
+    init_drop = ["ALL"] if drop_all else None
     bad: dict[str, Factory] = {
         f"adds {out[0]}": pod(on("main", caps(add=[out[0]], drop=["ALL"]))),
         f"deployment adds {d}": deploy(on("main", caps(add=[d], drop=["ALL"]))),
-        f"init container adds {out[1]}": deploy(on("init", caps(add=[out[1]]))),
+        f"init container adds {out[1]}": deploy(on("init", caps(add=[out[1]], drop=init_drop))),
         f"adds {a0} and {out[2]}": pod(on("sidecar", caps(add=[a0, out[2]], drop=["ALL"]))),
-        f"ephemeral container adds {out[-1]}": pod(on("ephemeral", caps(add=[out[-1]]))),
-        "in a cron job": cron(on("main", caps(add=[out[4]]))),
+        f"ephemeral container adds {out[-1]}": pod(
+            on("ephemeral", caps(add=[out[-1]], drop=init_drop))
+        ),
+        "in a cron job": cron(on("main", caps(add=[out[4]], drop=["ALL"]))),
     }
     near: dict[str, Factory] = {
         f"adds {a0}": pod(on("main", caps(add=[a0], drop=["ALL"]))),
         f"deployment adds {a1}": deploy(on("main", caps(add=[a1], drop=["ALL"]))),
-        f"init adds {a2}": deploy(on("init", caps(add=[a2]))),
+        f"init adds {a2}": deploy(on("init", caps(add=[a2], drop=init_drop))),
         "adds every approved one": pod(on("sidecar", caps(add=list(approved), drop=["ALL"]))),
-        f"drops {out[0]}": deploy(on("main", caps(drop=[out[0], out[1]]))),
         "empty add list": pod(on("sidecar", caps(add=[], drop=["ALL"]))),
     }
     rego = f"approved_capabilities := {_rego_set(approved)}\n\n" + _ctr(
         "\tsome cap in c.securityContext.capabilities.add\n\tnot approved_capabilities[cap]"
     )
-    return dataclasses.replace(
-        check,
-        rego=rego,
-        truth=any_container(lambda c: any(x not in ok for x in _caps(c, "add"))),
-        bad=bad,
-        near=near,
-    )
+    if drop_all:
+        bad[f"adds {a1}, drops only NET_RAW"] = deploy(
+            on("sidecar", caps(add=[a1], drop=["NET_RAW"]))
+        )
+        near[f"adds {a2}, drops NET_RAW then ALL"] = deploy(
+            on("main", caps(add=[a2], drop=["NET_RAW", "ALL"]))
+        )
+        rego += "\n\n" + _ctr(
+            '\tnot "ALL" in object.get(c, ["securityContext", "capabilities", "drop"], [])'
+        )
+    else:
+        near[f"drops {out[0]}"] = deploy(on("main", caps(drop=[out[0], out[1]])))
+
+    def violates(c: dict[str, Any]) -> bool:
+        unlisted = any(x not in ok for x in _caps(c, "add"))
+        return unlisted or (drop_all and "ALL" not in _caps(c, "drop"))
+
+    return dataclasses.replace(check, rego=rego, truth=any_container(violates), bad=bad, near=near)
 
 
 _PORT_POOL = ("53", "80", "443", "2049", "3000", "5000", "8080", "8443", "9090", "9100")
@@ -385,42 +401,59 @@ def _draw_namespaces(rng: random.Random) -> tuple[str, ...]:
     return tuple(rng.sample(["kube-system", *extra], 1 + len(extra)))
 
 
-def _derive_namespaces(check: K8sCheck, exempt: tuple[str, ...]) -> K8sCheck:
+def _derive_namespaces(
+    check: K8sCheck, exempt: tuple[str, ...], host_namespaces: bool = False
+) -> K8sCheck:
+    """Privileged containers (or a shared host namespace) outside ``exempt`` violate."""
     ok = set(exempt)
     extra = [n for n in exempt if n != "kube-system"]
     other = [n for n in _NS_POOL if n not in ok]
     e0, e1 = extra[0], extra[-1]
-    priv = sc(privileged=True)
+    if host_namespaces:
+        net, pid, ipc = (
+            spec_set(hostNetwork=True),
+            spec_set(hostPID=True),
+            spec_set(hostIPC=True),
+        )
+        fine = spec_set(hostNetwork=False, hostPID=False, hostIPC=False)
+    else:
+        priv = on("main", sc(privileged=True))
+        net, pid, ipc = priv, on("init", sc(privileged=True)), on("sidecar", sc(privileged=True))
+        fine = on("main", sc(privileged=False))
     bad: dict[str, Factory] = {
-        "privileged container": pod(on("main", priv)),
-        f"privileged init in unlisted {other[0]}": deploy(on("init", priv), namespace=other[0]),
-        "privileged init in kube-public": deploy(on("init", priv), namespace="kube-public"),
-        f"privileged sidecar in {e0}-staging": pod(on("sidecar", priv), namespace=f"{e0}-staging"),
-        "privileged sidecar": deploy(on("sidecar", priv)),
-        "in a cron job": cron(on("main", priv), namespace=other[-1]),
+        "in an application namespace": pod(net),
+        f"in unlisted {other[0]}": deploy(pid, namespace=other[0]),
+        "in kube-public": deploy(ipc, namespace="kube-public"),
+        f"in {e0}-staging": pod(ipc, namespace=f"{e0}-staging"),
+        "deployment in an application namespace": deploy(pid),
+        "in a cron job": cron(net, namespace=other[-1]),
     }
     near: dict[str, Factory] = {
-        f"privileged in {e0}": pod(on("main", priv), namespace=e0),
-        f"privileged deployment in {e1}": deploy(on("main", priv), namespace=e1),
-        "privileged init in kube-system": deploy(on("init", priv), namespace="kube-system")
-        if "kube-system" in ok
-        else deploy(on("init", priv), namespace=e1),
-        "privileged false": pod(on("main", sc(privileged=False))),
-        f"unprivileged in {other[0]}": deploy(on("main", sc(privileged=False)), namespace=other[0]),
+        f"in {e0}": pod(net, namespace=e0),
+        f"deployment in {e1}": deploy(pid, namespace=e1),
+        "in kube-system": deploy(ipc, namespace="kube-system"),
+        f"pod in {e1}": pod(ipc, namespace=e1),
+        f"not set, in {other[0]}": deploy(fine, namespace=other[0]),
     }
-    rego = f"exempt_namespaces := {_rego_set(exempt)}\n\n" + _ctr(
-        "\tc.securityContext.privileged == true\n"
-        '\tnot exempt_namespaces[object.get(o.metadata, "namespace", "")]'
-    )
+    where = '\tnot exempt_namespaces[object.get(o.metadata, "namespace", "")]'
+    if host_namespaces:
+        rego = f"exempt_namespaces := {_rego_set(exempt)}\n\n" + "\n\n".join(
+            _wl(f"\tspec.{f} == true\n{where}") for f in ("hostNetwork", "hostPID", "hostIPC")
+        )
+    else:
+        rego = f"exempt_namespaces := {_rego_set(exempt)}\n\n" + _ctr(
+            f"\tc.securityContext.privileged == true\n{where}"
+        )
+
+    def violates(s: dict[str, Any]) -> bool:
+        if host_namespaces:
+            return any(s.get(f) is True for f in ("hostNetwork", "hostPID", "hostIPC"))
+        return any(_sc(c).get("privileged") is True for c in containers_of(s))
+
     return dataclasses.replace(
         check,
         rego=rego,
-        truth=per_workload(
-            lambda o, s: (
-                o["metadata"].get("namespace") not in ok
-                and any(_sc(c).get("privileged") is True for c in containers_of(s))
-            )
-        ),
+        truth=per_workload(lambda o, s: o["metadata"].get("namespace") not in ok and violates(s)),
         bad=bad,
         near=near,
     )
@@ -460,7 +493,8 @@ def _limits(cpu: Any, memory: str | None = "256Mi") -> Callable[[dict[str, Any]]
     return field_set(resources={"limits": limits, "requests": {"cpu": "100m", "memory": "128Mi"}})
 
 
-def _derive_cpu(check: K8sCheck, values: tuple[str, ...]) -> K8sCheck:
+def _derive_cpu(check: K8sCheck, values: tuple[str, ...], requests: bool = False) -> K8sCheck:
+    """Missing limits (or requests, with ``requests``) or a CPU limit above the maximum."""
     top = values[0]
     cap = millicores(top)
     above = f"{cap + 50:g}m"
@@ -468,6 +502,9 @@ def _derive_cpu(check: K8sCheck, values: tuple[str, ...]) -> K8sCheck:
 
     def over(c: dict[str, Any]) -> bool:
         limits = (c.get("resources") or {}).get("limits") or {}
+        asks = (c.get("resources") or {}).get("requests") or {}
+        if requests and not (asks.get("cpu") and asks.get("memory")):
+            return True
         return not limits.get("cpu") or not limits.get("memory") or millicores(limits["cpu"]) > cap
 
     bad: dict[str, Factory] = {
@@ -487,6 +524,20 @@ def _derive_cpu(check: K8sCheck, values: tuple[str, ...]) -> K8sCheck:
         "cpu limit 250m": pod(on("sidecar", _limits("250m", "1Gi"))),
         "ephemeral container (no resources allowed)": pod(on("ephemeral")),
     }
+    asked = ""
+    if requests:
+        bad["cpu request missing"] = deploy(
+            on(
+                "sidecar",
+                field_set(
+                    resources={
+                        "limits": {"cpu": top, "memory": "1Gi"},
+                        "requests": {"memory": "1Gi"},
+                    }
+                ),
+            )
+        )
+        asked = "\tc.resources.requests.cpu\n\tc.resources.requests.memory\n"
     rego = (
         f"max_cpu_millicores := {cap:g}\n\n"
         + _wl(
@@ -496,7 +547,9 @@ def _derive_cpu(check: K8sCheck, values: tuple[str, ...]) -> K8sCheck:
         + """
 
 within(c) if {
-	c.resources.limits.memory
+"""
+        + asked
+        + """	c.resources.limits.memory
 	millicores(c.resources.limits.cpu) <= max_cpu_millicores
 }
 
@@ -571,6 +624,52 @@ KINDS: dict[str, Kind] = {
             heading="Maximum container CPU limit",
             draw=_draw_cpu,
             derive=_derive_cpu,
+        ),
+        Kind(
+            check="k8s-limits-and-requests",
+            requirements=(
+                "Resource management: every container and init container of every workload "
+                "must set CPU and memory limits and CPU and memory requests, and its CPU limit "
+                "may not exceed the organization's maximum.",
+                "Every container and init container of every workload must set CPU and memory "
+                "requests and limits; a CPU limit above the organization's maximum is a "
+                "violation.",
+            ),
+            what="the maximum CPU limit of a container (a Kubernetes CPU quantity)",
+            keys=("max-cpu-limit", "cpu-limit-max", "container-cpu-ceiling"),
+            heading="Maximum container CPU limit",
+            draw=_draw_cpu,
+            derive=functools.partial(_derive_cpu, requests=True),
+        ),
+        Kind(
+            check="k8s-capabilities-drop-all",
+            requirements=(
+                "Minimize the admission of containers with capabilities assigned. Every "
+                "container of every workload must drop all capabilities and may add back only "
+                "capabilities the organization approves.",
+                "Containers drop ALL capabilities; a container of any workload may add only "
+                "capabilities on the organization's list.",
+            ),
+            what="the Linux capabilities containers may add",
+            keys=("allowed-capabilities", "approved-caps", "capabilities"),
+            heading="Approved container capabilities",
+            draw=_draw_caps,
+            derive=functools.partial(_derive_caps, drop_all=True),
+        ),
+        Kind(
+            check="k8s-host-namespaces",
+            requirements=(
+                "Minimize the admission of containers wishing to share the host's namespaces. "
+                "No workload may share the host's process ID, IPC or network namespace, unless "
+                "it is in a namespace the organization exempts.",
+                "Outside the exempt namespaces, no workload (a pod, or the pod template of a "
+                "controller) may use the host's network, PID or IPC namespace.",
+            ),
+            what="the namespaces exempt from this rule",
+            keys=("host-namespace-exempt", "exempt-namespaces", "node-level-namespaces"),
+            heading="Namespaces allowed to share host namespaces",
+            draw=_draw_namespaces,
+            derive=functools.partial(_derive_namespaces, host_namespaces=True),
         ),
         Kind(
             check="k8s-image-registry",
