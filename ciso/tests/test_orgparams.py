@@ -144,3 +144,30 @@ def test_a_missing_place_is_named(tmp_path: Path) -> None:
     snapshot = {"items": org.objects()}
     if org.home.kind != "document":
         assert orgparams.read(org.requirement(), json.loads(json.dumps(snapshot)), tmp_path)
+
+
+def test_no_drawn_wording_names_a_scenario(catalog: Catalog) -> None:
+    """Every string a trial may draw (places, keys, headings, phrasings, values) is free of the
+    names of the catalog's scenarios and checks."""
+    drawn = [
+        *orgparams.HOMES,
+        *orgparams.CONFIG_MAPS,
+        *orgparams.DOCUMENTS,
+        *orgparams.PHRASINGS,
+    ]
+    for kind in orgparams.KINDS.values():
+        drawn += [*kind.requirements, kind.what, *kind.keys, kind.heading]
+        for seed in range(20):
+            org = orgparams.draw(kind.check, random.Random(seed))
+            assert org is not None
+            drawn += [org.requirement(), org.document(), json.dumps(org.objects())]
+    text = "\n".join(drawn).lower()
+    words = set()
+    for spec in catalog.scenarios.values():
+        assert isinstance(spec, CisoSpec)
+        words |= {spec.id, spec.id.split("/", 1)[1], spec.check, spec.changed or ""}
+        words |= {str(v) for v in spec.params.values()}
+    checked = [w for w in words if "-" in w]
+    assert len(checked) > 20
+    for word in checked:
+        assert word.lower() not in text, word

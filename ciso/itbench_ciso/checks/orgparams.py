@@ -605,7 +605,7 @@ KINDS: dict[str, Kind] = {
                 "be one the organization allows.",
             ),
             what="the host ports containers may bind",
-            keys=("allowed-host-ports", "host-ports", "port-allowlist"),
+            keys=("allowed-node-ports", "hostport-allowlist", "port-allowlist"),
             heading="Allowed host ports",
             draw=_draw_ports,
             derive=_derive_ports,
