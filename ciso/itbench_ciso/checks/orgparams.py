@@ -57,7 +57,7 @@ SEPARATORS = {", ": "comma-separated", "\n": "one per line", " ": "separated by 
 PHRASINGS = (
     "The organization records {what} in {where}.",
     "{What_}: see {where}; that is the only source that counts.",
-    "Use the organization's own {what}, as {where} holds it; nothing else is approved.",
+    "For {what}, the organization's only source is {where}.",
 )
 
 _CM = re.compile(r"config map `([a-z0-9-]+)` in namespace `([a-z0-9-]+)` \(data key `([^`]+)`")
