@@ -14,7 +14,7 @@ from itbench_ciso.spec import CisoSpec, CisoSubmission
 
 from itbench.catalog import Catalog
 
-from .conftest import judge, live
+from .conftest import judge, live, toolbox_and_task
 
 ALWAYS_POD = """package compliance
 
@@ -75,13 +75,15 @@ def test_other_policy_changes_are_detected(
     assert isinstance(spec, CisoSpec) and spec.changed is not None
     from itbench_ciso.oracle import reference
 
-    good = reference(spec)
-    broken = dict(good.policies)
-    other = next(c for c in spec.policy_set if c != spec.changed)
-    broken[file_of(spec.policy_set, other)] = NEVER.replace(
-        "package compliance", f"package {package_of(spec.policy_set, other)}"
-    )
     with live(domain, spec, tmp_path) as (env, ctx):
+        # The reference reads the trial's organization parameters where its requirement says.
+        _, task = toolbox_and_task(domain, spec, env, ctx)
+        good = reference(spec, str(task.context["requirement"]), task.workspace)
+        broken = dict(good.policies)
+        other = next(c for c in spec.policy_set if c != spec.changed)
+        broken[file_of(spec.policy_set, other)] = NEVER.replace(
+            "package compliance", f"package {package_of(spec.policy_set, other)}"
+        )
         ok = judge(domain, spec, env, ctx, good)
         bad = judge(domain, spec, env, ctx, CisoSubmission(policies=broken))
     assert ok.passed

@@ -85,10 +85,14 @@ def test_expired_waivers_exempt_nothing() -> None:
 def test_a_policy_set_update_keeps_no_waivers(
     domain: CisoDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
-    spec = catalog.scenarios["ciso/update-image-tag-image-registry"]
+    # The changed requirement states the organization's parameters, and no waivers.
+    spec = catalog.scenarios["ciso/update-resource-limits-limits-and-requests"]
     assert isinstance(spec, CisoSpec)
     with testing.live_environment(domain, spec, tmp_path, until="setup") as (env, ctx):
         _, task = toolbox_and_task(domain, spec, env, ctx)
-        assert task.context["requirement"] == spec.requirement
-        result = judge(domain, spec, env, ctx, reference(spec))
+        requirement = str(task.context["requirement"])
+        assert not waivers._WHERE.findall(requirement) and not waivers._TODAY.findall(requirement)
+        snapshot = json.loads(Path(task.context["cluster_snapshot"]).read_text())
+        assert not any(o["metadata"]["name"] in waivers.NAMES for o in snapshot["items"])
+        result = judge(domain, spec, env, ctx, reference(spec, requirement, task.workspace))
     assert result.passed

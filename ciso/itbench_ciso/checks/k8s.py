@@ -1925,7 +1925,11 @@ def movable(check_id: str) -> tuple[tuple[str, Factory], ...]:
 
     The same for every trial: computed once per check.
     """
-    check = _BY_ID[check_id]
+    return movable_of(_BY_ID[check_id])
+
+
+def movable_of(check: K8sCheck) -> tuple[tuple[str, Factory], ...]:
+    """:func:`movable` of a check object (one with an organization's values, say)."""
     out = []
     for label, fn in check.bad.items():
         probe = Cluster(random.Random(0))
@@ -1950,12 +1954,14 @@ def _variant(
     picks: list[tuple[str, Factory]],
     n_distract: int,
     waivers: Waivers | None = None,
+    org_objects: list[Obj] | None = None,
 ) -> Variant:
     """A cluster with ``picks`` (and violations of other checks that leave ``check`` alone)."""
     cl = Cluster(rng, used)
     _background(cl, 3)
     if waivers is not None:
-        cl.add(*waivers.objects())
+        _put(cl, waivers.objects())
+    _put(cl, org_objects or [])
     notes = []
     for label, fn in picks:
         fn(cl)
@@ -1976,6 +1982,20 @@ def _variant(
     return Variant(name, snap, violating, [ident(o) for o in items], notes)
 
 
+def _put(cl: Cluster, objs: list[Obj]) -> None:
+    """Add ``objs``; one already there (same kind, namespace, name) gains their annotations."""
+    for o in objs:
+        md = o["metadata"]
+        there = cl.find(o["kind"], md.get("namespace"), md["name"])
+        if there is None:
+            cl.add(copy.deepcopy(o))
+            continue
+        if md.get("annotations"):
+            there["metadata"].setdefault("annotations", {}).update(md["annotations"])
+        if o.get("data"):
+            there.setdefault("data", {}).update(o["data"])
+
+
 def variants(
     check_id: str,
     seed: int,
@@ -1984,6 +2004,8 @@ def variants(
     also: list[str] | None = None,
     visible_seed: int | None = None,
     waivers: Waivers | None = None,
+    judged: K8sCheck | None = None,
+    org_objects: list[Obj] | None = None,
 ) -> tuple[Variant, list[Variant]]:
     """The visible snapshot and the hidden ones of a check.
 
@@ -2002,11 +2024,14 @@ def variants(
         also: Other checks whose violations must appear too (policy-update family).
         visible_seed: Seed of the visible snapshot (default ``seed``).
         waivers: The trial's waivers (ignored for a check whose violations are not namespaced).
+        judged: The check as the trial's organization states it (its values drawn: see
+            :mod:`.orgparams`); default the library's check ``check_id``.
+        org_objects: Objects every snapshot holds (where the organization keeps its values).
 
     Raises:
         ValueError: a library mutation does not do what it claims (a library bug).
     """
-    check = _BY_ID[check_id]
+    check = judged or _BY_ID[check_id]
     rng = random.Random(f"{check_id}:hidden:{seed}")
     visible_rng = random.Random(
         f"{check_id}:visible:{seed if visible_seed is None else visible_seed}"
@@ -2021,7 +2046,9 @@ def variants(
         if c != check_id
         for lbl, fn in list(_BY_ID[c].bad.items())
     ]
-    moves = movable(check_id) if waivers is not None else ()
+    moves: tuple[tuple[str, Factory], ...] = ()
+    if waivers is not None:
+        moves = movable(check_id) if judged is None else movable_of(check)
     if len(moves) < 2:
         waivers = None
 
@@ -2035,14 +2062,14 @@ def variants(
         return [(f"{label}, in {ns} ({state} waiver)", in_namespace(fn, ns))]
 
     first = [bad[0], near[0], *waived(0, False)]
-    visible = _variant("visible", visible_rng, used, check, first, 1, waivers)
+    visible = _variant("visible", visible_rng, used, check, first, 1, waivers, org_objects)
     hidden_bad, hidden_near = rotated(rng, bad[1:]), rotated(rng, near[1:])
     clean: list[Variant] = []
     for i in range(compliant):
         picks = [hidden_near[(2 * i + j) % len(hidden_near)] for j in range(2)]
         picks += [extra[(2 * i + j) % len(extra)] for j in range(2)] if extra else []
         picks = [*_keep(check, picks, False), *waived(i + 1, False)]
-        clean.append(_variant("", rng, used, check, picks, 2, waivers))
+        clean.append(_variant("", rng, used, check, picks, 2, waivers, org_objects))
     dirty: list[Variant] = []
     for i in range(non_compliant):
         picks = [hidden_bad[i % len(hidden_bad)]]
@@ -2051,7 +2078,7 @@ def variants(
         picks.append(hidden_near[i % len(hidden_near)])
         picks += [extra[(2 * i + 1) % len(extra)]] if extra else []
         picks += waived(i, True) if i % 2 == 0 else waived(i, False)
-        dirty.append(_variant("", rng, used, check, picks, 1, waivers))
+        dirty.append(_variant("", rng, used, check, picks, 1, waivers, org_objects))
     if any(not v.compliant for v in clean) or any(v.compliant for v in dirty) or visible.compliant:
         raise ValueError(f"{check_id}: a snapshot has the wrong verdict")
     hidden = clean + dirty

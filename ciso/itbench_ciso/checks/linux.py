@@ -1313,7 +1313,7 @@ loopback(addr) if {
 
 violations contains sprintf("%s:%d", [addr, port]) if {
 	some path in ["/proc/net/tcp", "/proc/net/tcp6"]
-	some i, line in split(input.files[path], "\n")
+	some i, line in regex.split(`\r?\n`, input.files[path])
 	i > 0
 	parts := [w | some w in regex.split(`\s+`, trim_space(line)); w != ""]
 	count(parts) > 3
@@ -1452,6 +1452,8 @@ def variants(
     compliant: int,
     non_compliant: int,
     visible_seed: int | None = None,
+    judged: LinuxCheck | None = None,
+    org: Mutation | None = None,
 ) -> tuple[list[Variant], list[Variant]]:
     """Visible hosts (one compliant, one not) and hidden hosts of a check.
 
@@ -1459,10 +1461,20 @@ def variants(
     hosts carry other near misses and violations of other checks, hidden violating hosts one
     of the other violations (cycled) and sometimes a near miss.
 
+    Args:
+        check_id: The judged check.
+        seed: Seed of the hidden hosts.
+        compliant: Number of hidden hosts that comply.
+        non_compliant: Number of hidden hosts that do not.
+        visible_seed: Seed of the visible hosts (default ``seed``).
+        judged: The check as the trial's organization states it (its values drawn: see
+            :mod:`.hostparams`); default the library's check ``check_id``.
+        org: A mutation every host gets first (the file keeping the organization's values).
+
     Raises:
         ValueError: a mutation does not do what it claims (a library bug).
     """
-    check = _BY_ID[check_id]
+    check = judged or _BY_ID[check_id]
     hidden_rng = random.Random(f"{check_id}:hidden:{seed}")
     visible_rng = random.Random(
         f"{check_id}:visible:{seed if visible_seed is None else visible_seed}"
@@ -1478,6 +1490,8 @@ def variants(
 
     def build(muts: list[tuple[str, Mutation]]) -> tuple[Host, list[str]]:
         host = clean_host()
+        if org is not None:
+            org(host)
         notes = []
         for label, m in muts:
             m(host)

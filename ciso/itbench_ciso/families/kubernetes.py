@@ -7,7 +7,7 @@ import random
 from typing import Any
 
 from itbench import Evaluation, Tool, ToolError
-from itbench_ciso.checks import k8s, waivers
+from itbench_ciso.checks import k8s, orgparams, waivers
 from itbench_ciso.contracts import KUBERNETES, POLICY_UPDATE
 from itbench_ciso.engine import PACKAGE, RULE, PolicyError
 from itbench_ciso.families import Runtime, digest, timer
@@ -83,10 +83,16 @@ def file_of(policy_set: list[str], check_id: str) -> str:
     return f"control-{policy_set.index(check_id) + 1:02d}.rego"
 
 
-def _documented(check_id: str, package: str) -> str:
-    """A check's reference policy in ``package``, its requirement as the leading comment."""
+def _documented(check_id: str, package: str, policy: str | None = None) -> str:
+    """A check's reference policy in ``package``, its requirement as the leading comment.
+
+    ``policy`` (in package ``compliance``) replaces the library's reference policy.
+    """
     check = k8s.by_id(check_id)
-    return f"# Requirement: {check.requirement}\n{check.policy(package)}"
+    source = check.policy(package)
+    if policy is not None:
+        source = policy.replace(f"package {PACKAGE}\n", f"package {package}\n", 1)
+    return f"# Requirement: {check.requirement}\n{source}"
 
 
 def original_set(policy_set: list[str]) -> dict[str, str]:
@@ -94,10 +100,18 @@ def original_set(policy_set: list[str]) -> dict[str, str]:
     return {file_of(policy_set, c): _documented(c, package_of(policy_set, c)) for c in policy_set}
 
 
-def updated_set(policy_set: list[str], changed: str, new_check: str) -> dict[str, str]:
-    """``policy_set`` with ``changed`` enforcing ``new_check`` instead (same file and package)."""
+def updated_set(
+    policy_set: list[str], changed: str, new_check: str, policy: str | None = None
+) -> dict[str, str]:
+    """``policy_set`` with ``changed`` enforcing ``new_check`` instead (same file and package).
+
+    ``policy`` (package ``compliance``) is the new policy when given (one with the
+    organization's values), else the library's reference policy of ``new_check``.
+    """
     policies = original_set(policy_set)
-    policies[file_of(policy_set, changed)] = _documented(new_check, package_of(policy_set, changed))
+    policies[file_of(policy_set, changed)] = _documented(
+        new_check, package_of(policy_set, changed), policy or None
+    )
     return policies
 
 
@@ -106,18 +120,23 @@ class KubernetesRuntime(Runtime):
 
     The trial's organization waives the requirement for some namespaces until a date
     (:mod:`itbench_ciso.checks.waivers`): where it keeps its waivers, how it writes them and
-    which day is today are drawn per trial and stated in the requirement.
+    which day is today are drawn per trial and stated in the requirement. For a check with
+    organization parameters (:mod:`itbench_ciso.checks.orgparams`), the organization's values,
+    where it keeps them and how the requirement words them are drawn too.
     """
 
     #: Whether the trial's organization keeps waivers (not for a policy set's update).
     waivers_apply = True
     #: The requirement's sentence on the trial's waivers (none until set-up draws them).
     _waiver_sentence = ""
+    #: The requirement with the organization's parameters (none until set-up draws them).
+    _org_requirement = ""
 
     @property
     def requirement(self) -> str:
-        """The requirement as this trial states it (with the organization's waivers)."""
-        return f"{self.spec.requirement} {self._waiver_sentence}".strip()
+        """The requirement as this trial states it (with the organization's values, waivers)."""
+        base = self._org_requirement or self.spec.requirement
+        return f"{base} {self._waiver_sentence}".strip()
 
     def setup(self) -> None:
         """Generate the visible snapshot and the hidden ones; write the visible one."""
@@ -126,6 +145,9 @@ class KubernetesRuntime(Runtime):
         if self.waivers_apply and k8s.waivable(self.spec.check):
             drawn = waivers.draw(random.Random(self.ctx.secret_seed("ciso:waivers")))
             self._waiver_sentence = drawn.sentence()
+        org = orgparams.draw(self.spec.check, random.Random(self.ctx.secret_seed("ciso:org")))
+        if org is not None:
+            self._org_requirement = org.requirement()
         self.visible, self.hidden = k8s.variants(
             self.spec.check,
             self.hidden_seed,
@@ -134,10 +156,16 @@ class KubernetesRuntime(Runtime):
             also=self.spec.policy_set or None,
             visible_seed=self.visible_seed,
             waivers=drawn,
+            judged=org.check() if org is not None else None,
+            org_objects=org.objects() if org is not None else None,
         )
         path = self.workspace / SNAPSHOT_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.visible.data, indent=1), encoding="utf-8")
+        if org is not None and org.home.kind == "document":
+            doc = self.workspace / org.home.name
+            doc.parent.mkdir(parents=True, exist_ok=True)
+            doc.write_text(org.document(), encoding="utf-8")
 
     def _snapshot(self) -> dict[str, Any]:
         assert self.visible is not None
@@ -260,7 +288,7 @@ class UpdateRuntime(KubernetesRuntime):
         """The update contract."""
         assert self.spec.changed is not None
         return {
-            "requirement": self.spec.requirement,
+            "requirement": self.requirement,
             "cluster_snapshot": str(self.workspace / SNAPSHOT_FILE),
             "policy_set": str(self.workspace / "policies"),
             "policy_files": sorted(self.original()),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from typing import Any
 
@@ -10,7 +11,7 @@ import yaml
 
 from itbench import Evaluation, Tool
 from itbench_ciso.ansible import PlayOutcome, inventory, run_playbook
-from itbench_ciso.checks import linux
+from itbench_ciso.checks import hostparams, linux
 from itbench_ciso.checks.base import Variant
 from itbench_ciso.contracts import LINUX
 from itbench_ciso.engine import PACKAGE, RULE
@@ -36,15 +37,28 @@ class LinuxRuntime(Runtime):
         """The playbook time limit of this run."""
         return float(self.ctx.options.get("playbook_timeout", PLAYBOOK_TIMEOUT))
 
+    #: The requirement with the organization's parameters (none until set-up draws them).
+    _org_requirement = ""
+
+    @property
+    def requirement(self) -> str:
+        """The requirement as this trial states it (with where its organization's values are)."""
+        return self._org_requirement or self.spec.requirement
+
     def setup(self) -> None:
         """Build the visible hosts and their inventory in the workspace."""
         plan = self.spec.variants
+        org = hostparams.draw(self.spec.check, random.Random(self.ctx.secret_seed("ciso:org")))
+        if org is not None:
+            self._org_requirement = org.requirement()
         self.visible_hosts, self.hidden = linux.variants(
             self.spec.check,
             self.hidden_seed,
             plan.compliant,
             plan.non_compliant,
             visible_seed=self.visible_seed,
+            judged=org.check() if org is not None else None,
+            org=org.install() if org is not None else None,
         )
         roots = {}
         for v in self.visible_hosts:
@@ -107,7 +121,7 @@ class LinuxRuntime(Runtime):
     def context(self) -> dict[str, Any]:
         """Hosts, inventory and the contract."""
         return {
-            "requirement": self.spec.requirement,
+            "requirement": self.requirement,
             "hosts": {name: str(root) for name, root in self.roots.items()},
             "inventory": str(self.workspace / "inventory.yml"),
             "contract": LINUX.contract,
