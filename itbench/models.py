@@ -344,6 +344,20 @@ class RunConfig(BaseModel):
     plugins: list[str] = Field(default_factory=list)
     scenario_paths: list[str] = Field(default_factory=list)
     options: dict[str, Any] = Field(default_factory=dict, description="Domain options.")
+    label: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        pattern=r"^[^\x00-\x1f\[\]]+$",
+        description="The run's name in every table (default: the agent, with its model).",
+    )
+
+    @property
+    def display_label(self) -> str:
+        """What tables call the run: its label, else the agent with its model where it has one."""
+        if self.label:
+            return self.label
+        return f"{self.agent} ({self.model})" if self.model else self.agent
 
     @property
     def model(self) -> str | None:

@@ -370,6 +370,10 @@ SECRET_OPTION = re.compile(
 REDACTED = "<redacted>"
 
 
+#: Run settings added after the results chain began (``None`` when unset).
+LATER_CONFIG_FIELDS = ("label",)
+
+
 def published_manifest(manifest: RunManifest) -> RunManifest:
     """The manifest as a run is published: options that look like credentials redacted."""
     options = {
@@ -382,6 +386,10 @@ def published_manifest(manifest: RunManifest) -> RunManifest:
 def manifest_fields(manifest: RunManifest) -> dict[str, Any]:
     """The fields the results chain starts from: the published manifest's, as JSON values."""
     fields: dict[str, Any] = json.loads(published_manifest(manifest).model_dump_json())
+    # Fields added since the chain began count only when set, so older runs still verify.
+    for key in LATER_CONFIG_FIELDS:
+        if fields["config"].get(key) is None:
+            fields["config"].pop(key, None)
     return fields
 
 

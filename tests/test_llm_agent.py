@@ -234,3 +234,49 @@ def test_each_domain_of_the_repository_owns_its_system_prompt() -> None:
     assert all(p != default_prompt() and len(p.split()) > 50 for p in prompts.values())
     shipped = Path(prompts_module.__file__).parent
     assert sorted(p.name for p in shipped.glob("*.md")) == ["default.md"]
+
+
+def test_runs_of_two_models_and_two_labelled_programs_are_four_rows(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    """Tables group by the run's label: the agent with its model by default, or --label."""
+    with ScriptedModel(lambda conv: list(RIGHT)) as model:
+        for name in ("m1", "m2"):
+            res = itbench(
+                "evaluate",
+                "--agent",
+                "llm",
+                "-s",
+                SCENARIO,
+                "--model",
+                name,
+                "--base-url",
+                model.url,
+                "--out",
+                f"llm-{name}",
+            )
+            assert res.returncode == 0, res.stderr
+    for label in ("solver-v1", "solver-v2"):
+        res = itbench(
+            "evaluate",
+            "--agent",
+            "toy/solver",
+            "-s",
+            SCENARIO,
+            "--label",
+            label,
+            "--out",
+            label,
+        )
+        assert res.returncode == 0, res.stderr
+    runs = ["llm-m1", "llm-m2", "solver-v1", "solver-v2"]
+    report = itbench("report", *runs, "--json")
+    assert report.returncode == 0, report.stderr
+    agents = {row["agent"] for row in report.json()["summary"]}  # type: ignore[index]
+    assert {"llm (m1)", "llm (m2)", "solver-v1", "solver-v2"} <= {a.split(" [")[0] for a in agents}
+    assert len(agents) == 4
+    compare = itbench("compare", "llm-m1", "llm-m2")
+    assert compare.returncode == 0, compare.stderr
+    assert "A = llm (m1)" in compare.stdout and "B = llm (m2)" in compare.stdout
+    bad = itbench("evaluate", "--agent", "noop", "-s", SCENARIO, "--label", "x[1]", "--out", "b")
+    assert bad.returncode == 2 and "label" in bad.stderr and not (tmp_path / "b").exists()

@@ -43,6 +43,10 @@ from itbench.store import RunStore
 @click.option("--trials", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Agent time limit, s.")
+@click.option(
+    "--label",
+    help="The run's name in every table (default: the agent, with its model where it has one).",
+)
 @run_options
 @click.option("--resume", type=click.Path(file_okay=False, path_type=Path), help="Continue a run.")
 @json_option
@@ -57,6 +61,7 @@ def evaluate(
     trials: int,
     seed: int,
     timeout: float | None,
+    label: str | None,
     workers: int,
     executor: str,
     sandbox: str,
@@ -101,6 +106,7 @@ def evaluate(
             plugins=list(plugins),
             scenario_paths=[str(Path(p).resolve()) for p in scenario_paths],
             options=parse_options(options),
+            label=label,
         )
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         run_dir = out or Path("runs") / f"{stamp}-{agent.replace('/', '_')}"

@@ -4,8 +4,9 @@ These frames are a public API (:func:`itbench.report.frames`): analyses beyond t
 tables start from them.
 
 - ``trials``: one row per recorded trial. Columns: ``run_id``, ``trial_id``, ``scenario_id``,
-  ``domain``, ``agent`` (the name followed by its labels in brackets, as every table shows it),
-  ``agent_name``, ``labels``, ``model`` (the run's ``model`` option, when it has one),
+  ``domain``, ``agent`` (the run's label followed by the result's labels in brackets, as every
+  table shows and groups it: ``--label``, by default the agent with its model), ``agent_name``,
+  ``run_label``, ``labels``, ``model`` (the run's ``--model``, when it has one),
   ``trial_index``, ``seed``, ``status``, ``passed``, ``error``, ``invalid``, ``scored`` (not an
   infrastructure error), ``complexity``, ``task_types`` (``;``-joined), ``steps``,
   ``tool_calls``, ``input_tokens``, ``output_tokens``, ``cost_usd``, ``started_at``,
@@ -55,16 +56,22 @@ class Frames:
     scenarios: pd.DataFrame
 
 
-def trial_row(r: TrialResult, model: str | None = None) -> dict[str, Any]:
-    """The row of the ``trials`` frame for one result."""
+def trial_row(r: TrialResult, model: str | None = None, label: str | None = None) -> dict[str, Any]:
+    """The row of the ``trials`` frame for one result.
+
+    ``agent``, the column every table groups by, is the run's label (by default the agent with
+    its model) with the result's labels: two models, or two labelled programs of one agent
+    kind, are two rows.
+    """
     status = r.status.value
     row: dict[str, Any] = {
         "run_id": r.run_id,
         "trial_id": r.trial_id,
         "scenario_id": r.scenario_id,
         "domain": r.domain,
-        "agent": agent_label(r.agent, r.labels),
+        "agent": agent_label(label or r.agent, r.labels),
         "agent_name": r.agent,
+        "run_label": label or r.agent,
         "labels": ",".join(r.labels),
         "model": model,
         "trial_index": r.trial_index,
@@ -186,9 +193,9 @@ def frames_of(runs: Sequence[tuple[RunManifest, Iterable[TrialResult]]]) -> Fram
     columns = _Columns()
     with _no_collection():
         for manifest, results in runs:
-            model = manifest.config.model
+            model, label = manifest.config.model, manifest.config.display_label
             for r in results:
-                columns.add(trial_row(r, model))
+                columns.add(trial_row(r, model, label))
         trials = columns.frame()
     return Frames(trials, metrics_frame(trials), scenarios_frame(trials))
 
