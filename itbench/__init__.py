@@ -11,7 +11,7 @@ from __future__ import annotations
 from itbench import netbridge, seccomp, stopped
 from itbench.agents import Agent, AgentContext, AgentSpec
 from itbench.aws_endpoint import AwsEndpoint
-from itbench.chat import LlmError, LlmSettings
+from itbench.chat import LlmError, LlmSettings, ModelUnavailable
 from itbench.chat import configure as configure_llm
 from itbench.command import CommandAgent
 from itbench.deadline import Deadline
@@ -77,6 +77,7 @@ __all__ = [
     "LlmError",
     "LlmSettings",
     "ManagedProcess",
+    "ModelUnavailable",
     "MessageStep",
     "OptionSpec",
     "PlannedTrial",

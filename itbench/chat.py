@@ -48,6 +48,13 @@ class LlmError(Exception):
     """The model's API refused or failed for good (after retries), or a setting is wrong."""
 
 
+class ModelUnavailable(LlmError):
+    """The model's API could not be reached, or kept answering "try later", past its retries.
+
+    The trial ends ``unavailable``: neither the agent's failure nor the harness's.
+    """
+
+
 def _number(options: Mapping[str, Any], key: str, kind: type, low: float, high: float) -> Any:
     value = options[key]
     try:
@@ -316,7 +323,8 @@ class ChatClient:
         """One response to ``messages``: the completion, its usage and the seconds it took.
 
         Raises:
-            LlmError: the server refused for good, kept failing, or the deadline came first.
+            ModelUnavailable: the server could not be reached or kept failing past the retries.
+            LlmError: the server refused for good, or the deadline came first.
         """
         import openai
 
@@ -330,11 +338,15 @@ class ChatClient:
             except (openai.APIConnectionError, openai.APIStatusError) as exc:
                 status = getattr(exc, "status_code", None)
                 retryable = status is None or status in RETRY_STATUSES
-                if not retryable or attempt >= self.settings.retries:
+                if not retryable:
                     raise LlmError(_describe(exc)) from None
+                if attempt >= self.settings.retries:
+                    raise ModelUnavailable(
+                        f"{_describe(exc)} (after {attempt + 1} attempts)"
+                    ) from None
                 delay = self._delay(attempt, exc)
                 if time.time() + delay >= self.deadline:
-                    raise LlmError(f"{_describe(exc)}; no time left to retry") from None
+                    raise ModelUnavailable(f"{_describe(exc)}; no time left to retry") from None
                 self.steps.append(
                     EventStep(
                         name="retry",
@@ -385,6 +397,7 @@ __all__ = [
     "ChatClient",
     "LlmError",
     "LlmSettings",
+    "ModelUnavailable",
     "Price",
     "PriceTable",
     "configure",

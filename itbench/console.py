@@ -32,6 +32,7 @@ STATUS_STYLE = {
     TrialStatus.timeout: "magenta",
     TrialStatus.error: "red",
     TrialStatus.invalid: "bold red",
+    TrialStatus.unavailable: "blue",
 }
 
 

@@ -39,7 +39,10 @@ class TrialStatus(StrEnum):
     exceeded its wall-clock limit, which is an agent failure. ``invalid`` means what decides
     the score was tampered with or lost during the agent's turn (an evaluator input changed, a
     harness server died, the scoring code changed): never a pass, never an ``error``; reports
-    count it apart and score it as a failure, so tampering cannot hide one.
+    count it apart and score it as a failure, so tampering cannot hide one. ``unavailable``
+    means the model the agent talks to could not be reached or kept refusing after its retries
+    (a failure of neither the agent nor the harness): shown apart with its reason and, like
+    ``error``, left out of every score.
     """
 
     passed = "passed"
@@ -47,6 +50,7 @@ class TrialStatus(StrEnum):
     error = "error"
     timeout = "timeout"
     invalid = "invalid"
+    unavailable = "unavailable"
 
 
 class Label(StrEnum):

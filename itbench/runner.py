@@ -30,6 +30,7 @@ from itbench.bench import Bench
 from itbench.bounds import Bounds, bounds_problem, warn_once
 from itbench.catalog import catalog_versions
 from itbench.cgroups import remove_recorded
+from itbench.chat import ModelUnavailable
 from itbench.deadline import Deadline
 from itbench.domain import AnyDomain, Environment, TrialContext
 from itbench.errors import IntegrityError, RunDirError, UsageError, validation_problem
@@ -854,7 +855,7 @@ class TrialRun:
             self.timings.time_to_detect = evaluation.time_to_detect
             self.timings.time_to_mitigate = evaluation.time_to_mitigate
             _write_json(self.trial_dir / "evaluation.json", evaluation.model_dump(mode="json"))
-            if self.status is not TrialStatus.timeout:
+            if self.status not in (TrialStatus.timeout, TrialStatus.unavailable):
                 self.status = TrialStatus.passed if evaluation.passed else TrialStatus.failed
             # The verdict stands from here: a harness killed before the line is written
             # leaves it for --resume to record (never a second draw of a judged trial).
@@ -1016,6 +1017,11 @@ class TrialRun:
             self._stop_agent(thread)
             self.status = TrialStatus.timeout
             self.error = f"agent exceeded its time limit of {deadline.seconds:g}s"
+            return None
+        if isinstance(box.get("exc"), ModelUnavailable):
+            # Neither the agent's failure nor the harness's: kept apart, out of every score.
+            self.status = TrialStatus.unavailable
+            self.error = f"the model is unavailable: {box['exc']}"
             return None
         if "exc" in box:
             self.status = TrialStatus.failed

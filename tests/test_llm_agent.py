@@ -71,9 +71,10 @@ def test_server_errors_are_retried_then_given_up(toy_bench: Bench, tmp_path: Pat
     result, model = _run(
         toy_bench, tmp_path, [Fail(500, retry_after=0), Fail(503, retry_after=0)], llm_retries=1
     )
-    assert result.status.value == "failed"
-    assert result.error is not None and "HTTP 503" in result.error
-    assert len(model.requests) == 2
+    # Failing past its retries, the model is unavailable: not the agent's failure.
+    assert result.status.value == "unavailable"
+    assert result.error is not None and "model is unavailable" in result.error
+    assert "HTTP 503" in result.error and len(model.requests) == 2
     trajectory = read(RunStore(tmp_path / "run").trial_dir(result.handle))
     assert [s.name for s in trajectory.steps if s.kind == "event"] == ["retry"]
 
@@ -280,3 +281,52 @@ def test_runs_of_two_models_and_two_labelled_programs_are_four_rows(
     assert "A = llm (m1)" in compare.stdout and "B = llm (m2)" in compare.stdout
     bad = itbench("evaluate", "--agent", "noop", "-s", SCENARIO, "--label", "x[1]", "--out", "b")
     assert bad.returncode == 2 and "label" in bad.stderr and not (tmp_path / "b").exists()
+
+
+def test_an_unreachable_model_is_its_own_status_and_out_of_the_score(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    """A model API that refuses connections ends trials ``unavailable``, with the reason;
+    reports show them apart and leave them out of the pass rate."""
+    with ScriptedModel(lambda conv: list(RIGHT)) as model:
+        ok = itbench(
+            "evaluate",
+            "--agent",
+            "llm",
+            "-s",
+            SCENARIO,
+            "--model",
+            "m",
+            "--base-url",
+            model.url,
+            "--out",
+            "run",
+            "--option",
+            "llm_retries=1",
+        )
+        assert ok.returncode == 0, ok.stderr
+        closed = model.url  # the server stops at the end of the block
+    gone = itbench(
+        "evaluate",
+        "--agent",
+        "llm",
+        "-s",
+        SCENARIO,
+        "--model",
+        "m",
+        "--base-url",
+        closed,
+        "--out",
+        "gone",
+        "--option",
+        "llm_retries=1",
+    )
+    assert gone.returncode == 0, gone.stderr
+    [row] = [json.loads(line) for line in (tmp_path / "gone" / "results.jsonl").open()]
+    assert row["status"] == "unavailable" and "model is unavailable" in row["error"]
+    assert "APIConnectionError" in row["error"]
+    report = itbench("report", "run", "gone", "--json")
+    rows = report.json()["summary"]  # type: ignore[index]
+    assert [(r["trials"], r["scored"], r["unavailable"], r["pass_rate"]) for r in rows] == [
+        (2, 1, 1, 1.0)
+    ]

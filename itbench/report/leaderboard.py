@@ -417,6 +417,9 @@ def _notes(
         notes.append("invalid trials")
     if any(r.status is TrialStatus.error for r in results):
         notes.append("errors")
+    if any(r.status is TrialStatus.unavailable for r in results):
+        # Left out of the score: a submitter's model endpoint decides when it is unavailable.
+        notes.append("model unavailable trials")
     specs = [catalog[s] for s in manifest.scenario_ids if s in catalog]
     if len(specs) < len(manifest.scenario_ids) or catalog_versions(specs) != summary.catalog:
         notes.append("other catalog version")

@@ -73,6 +73,7 @@ def _rate_stats(group: pd.DataFrame, k: int) -> dict[str, Any]:
     row: dict[str, Any] = {
         "trials": len(group),
         "errors": int(group["error"].sum()),
+        "unavailable": int(group["unavailable"].sum()) if "unavailable" in group else 0,
         "invalid": int(group["invalid"].sum()),
         "scored": len(scored),
         "passed": int(scored["passed"].sum()),
@@ -219,7 +220,10 @@ def display_rows(summary: pd.DataFrame, k: int = 1) -> tuple[list[str], list[lis
     header += [f"pass@{k}", f"pass^{k}", "setup s", "agent s", "total s"]
     rows = []
     for _, r in summary.iterrows():
-        row = [str(r["domain"]), str(r["agent"]), str(r["trials"]), str(r["errors"])]
+        errors, unavailable = str(r["errors"]), r.get("unavailable", 0)
+        if unavailable and not _isnan(unavailable):
+            errors += f" (+{int(unavailable)} model unavailable)"
+        row = [str(r["domain"]), str(r["agent"]), str(r["trials"]), errors]
         row.append(str(r.get("invalid", 0)))
         rate = r["pass_rate"]
         se = r.get("pass_rate_se")
