@@ -121,6 +121,29 @@ def configure(options: dict[str, Any]) -> dict[str, Any]:
     return bounds.defaults(options)
 
 
+def configure_program(options: dict[str, Any]) -> dict[str, Any]:
+    """Check the ``command`` agent's program settings once per run, then the shared ones.
+
+    Raises:
+        ValueError: no ``agent_command``, one that cannot be split into words, or an
+            ``agent_dir`` that is not a directory (and every error of :func:`configure`).
+    """
+    command = options.get(COMMAND_OPTION)
+    if not command or not isinstance(command, (str, list)):
+        raise ValueError(f"the command agent needs --option {COMMAND_OPTION}='PROGRAM ARGS'")
+    if isinstance(command, str):
+        try:
+            words = shlex.split(command)
+        except ValueError as exc:
+            raise ValueError(f"option {COMMAND_OPTION}: {exc}") from None
+        if not words:
+            raise ValueError(f"option {COMMAND_OPTION}: no program given")
+    directory = options.get(AGENT_DIR_OPTION)
+    if directory is not None and not Path(str(directory)).is_dir():
+        raise ValueError(f"option {AGENT_DIR_OPTION}: {directory} is not a directory")
+    return configure(options)
+
+
 def read_agent_file(path: Path, limit: int = MAX_FILE) -> bytes | None:
     """Read a file the agent wrote, never following a link and never past ``limit`` bytes."""
     try:

@@ -10,6 +10,7 @@ import logging
 import math
 import os
 import secrets
+import shlex
 import shutil
 import threading
 import time
@@ -31,6 +32,7 @@ from itbench.bounds import Bounds, bounds_problem, warn_once
 from itbench.catalog import catalog_versions
 from itbench.cgroups import remove_recorded
 from itbench.chat import ModelUnavailable
+from itbench.command import AGENT_DIR_OPTION, COMMAND_OPTION
 from itbench.deadline import Deadline
 from itbench.domain import AnyDomain, Environment, TrialContext
 from itbench.errors import IntegrityError, RunDirError, UsageError, validation_problem
@@ -56,6 +58,7 @@ from itbench.provenance import (
     host_info,
     package_versions,
 )
+from itbench.sandbox import agent_dir_for
 from itbench.store import EVALUATION, TRIAL_RECORD, RunStore
 from itbench.tools import Toolbox
 from itbench.workspace_fs import unmount_all, unmount_noted
@@ -285,6 +288,7 @@ class Runner:
             KeyboardInterrupt: the run was interrupted; finished trials are recorded.
         """
         fresh = not self.run_dir.exists()
+        locked_before = (self.run_dir / LOCK).exists()
         lock = RunLock(self.run_dir)
         try:
             lock.acquire()
@@ -295,24 +299,46 @@ class Runner:
         except UsageError:
             lock.release()
             # A refused run leaves nothing behind: no directory (or lock) of its own.
-            self._remove_if_empty(fresh)
+            self._undo_refused(fresh, locked_before)
             raise
         finally:
             lock.release()
             if self._record_path is not None:
                 unregister(self._record_path)
 
-    def _remove_if_empty(self, created: bool) -> None:
-        """Remove the lock of a run directory that holds nothing else.
+    def _undo_refused(self, created: bool, locked_before: bool) -> None:
+        """Take back what a refused run made.
 
-        The directory goes too when this run ``created`` it.
+        Its lock goes when no run was recorded, and the directory too when this run
+        ``created`` it and it is left empty.
         """
-        if not self.run_dir.is_dir() or any(p.name != LOCK for p in self.run_dir.iterdir()):
+        if locked_before or self.store.manifest_path.exists():
             return
         (self.run_dir / LOCK).unlink(missing_ok=True)
         if created:
             with contextlib.suppress(OSError):
                 self.run_dir.rmdir()
+
+    def _check_agent_dir(self) -> None:
+        """Refuse an agent program kept inside the run directory (the sandbox hides that one).
+
+        Raises:
+            UsageError: the program's directory (``agent_dir``, or the command's own) lies in
+                the run directory.
+        """
+        options = self.config.options
+        raw, command = options.get(AGENT_DIR_OPTION), options.get(COMMAND_OPTION)
+        directory: Path | None = None
+        if raw:
+            directory = Path(str(raw)).resolve()
+        elif isinstance(command, str):
+            with contextlib.suppress(ValueError):
+                directory = agent_dir_for(shlex.split(command))
+        if directory is not None and directory.is_relative_to(self.run_dir):
+            raise UsageError(
+                f"the agent's program directory {directory} is inside the run directory "
+                f"{self.run_dir}, which no agent may see: keep the program elsewhere"
+            )
 
     def _run_locked(self, resume: bool) -> RunOutcome:
         agent = self.agent_spec()
@@ -321,6 +347,7 @@ class Runner:
             self.config.options = agent.settings(self.config.options)
         except ValueError as exc:
             raise UsageError(f"agent {agent.name!r}: {exc}") from None
+        self._check_agent_dir()
         executor_spec = self.bench.executors.get(self.config.executor)
         if executor_spec is None:
             raise UsageError(f"unknown executor {self.config.executor!r}")

@@ -415,3 +415,43 @@ def test_a_refused_run_leaves_no_run_directory(itbench: CliFn, tmp_path: Path) -
     res = itbench("evaluate", "--agent", "noop", "-s", "toy/no-such", "--out", "mine")
     assert res.returncode == 2 and "no scenario matches" in res.stderr
     assert (tmp_path / "mine").is_dir() and not any((tmp_path / "mine").iterdir())
+
+
+def test_the_command_agent_s_settings_are_checked_before_any_trial(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    """A missing program, a program directory that is none, or one inside the run directory:
+    each exits 2 before any trial, naming the option and the reason, and leaves no run."""
+    res = itbench("evaluate", "--agent", "command", "-s", "toy/healthy", "--out", "a")
+    assert res.returncode == 2 and "needs --option agent_command=" in res.stderr
+    res = itbench(
+        "evaluate",
+        "--agent",
+        "command",
+        "-s",
+        "toy/healthy",
+        "--out",
+        "b",
+        "--option",
+        "agent_command=python3 x.py",
+        "--option",
+        "agent_dir=/nonexistent/dir",
+    )
+    assert res.returncode == 2 and "agent_dir: /nonexistent/dir is not a directory" in res.stderr
+    inside = tmp_path / "c" / "agent"
+    inside.mkdir(parents=True)
+    (inside / "a.py").write_text("print('{}')\n")
+    res = itbench(
+        "evaluate",
+        "--agent",
+        "command",
+        "-s",
+        "toy/healthy",
+        "--out",
+        "c",
+        "--option",
+        f"agent_command=python3 {inside / 'a.py'}",
+    )
+    assert res.returncode == 2 and "inside the run directory" in res.stderr, res.stderr
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["agent"]

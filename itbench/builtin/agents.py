@@ -10,7 +10,7 @@ from pathlib import Path
 from itbench import leakprobe
 from itbench.agents import Agent, AgentContext, AgentSpec, BaselineAgent, NoopAgent, OracleAgent
 from itbench.chat import configure as configure_llm
-from itbench.command import MCP_OPTION, CommandAgent
+from itbench.command import MCP_OPTION, CommandAgent, configure_program
 from itbench.command import configure as configure_command
 from itbench.human import HumanAgent
 from itbench.llm import LlmAgent
@@ -65,7 +65,7 @@ def itbench_register_agents() -> list[AgentSpec]:
             CommandAgent,
             "An external program (--option agent_command=...) using tools over HTTP or MCP.",
             sandboxed=True,
-            configure=configure_command,
+            configure=configure_program,
         ),
         AgentSpec(
             "llm",
