@@ -30,7 +30,7 @@ from itbench.testing import bare_task
 from itbench.tools import Tool, Toolbox
 
 AGENT = Path(__file__).parent / "agents" / "mcp_client_agent.py"
-SCENARIO = "ciso/k8s-host-namespaces"
+SCENARIO = "ciso/k8s-host-path"
 
 
 class Answer(Submission):
@@ -203,7 +203,7 @@ def test_a_coding_agent_completes_a_trial_over_mcp_in_the_sandbox(
     seen = json.loads((trial / "agent.stderr").read_text().strip().splitlines()[-1])
     assert seen["transport"] == transport
     assert seen["tools"] == ["kubectl_get", "evaluate_policy", "submit"]
-    assert seen["pods"] > 0 and "host's namespaces" in seen["instructions"]
+    assert seen["pods"] > 0 and "HostPath volumes" in seen["instructions"]
     assert (
         seen["refused"][0] is True
         and "policy: Input should be a valid string" in seen["refused"][1]

@@ -30,8 +30,8 @@ pod_spec(o) := o.spec.jobTemplate.spec.template.spec if o.kind == "CronJob"
 
 violations contains {"kind": o.kind, "namespace": object.get(o.metadata, "namespace", ""), "name": o.metadata.name} if {
 \tsome o in input.items
-\tsome field in ["hostNetwork", "hostPID", "hostIPC"]
-\tpod_spec(o)[field] == true
+\tsome v in pod_spec(o).volumes
+\tv.hostPath
 }
 """
 
