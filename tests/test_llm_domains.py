@@ -26,13 +26,13 @@ from itbench.testing import Call, Conversation, Fail, Reply, ScriptedModel, run_
 
 SCENARIOS = {
     "sre": "sre/smoke-cart-bad-release",
-    "ciso": "ciso/k8s-host-namespaces",
+    "ciso": "ciso/k8s-secret-env",
     "finops": "finops/idle-orphans",
 }
 MODEL = "gpt-4o-mini"
 # The requirement's reference policy, as a model that got it right would write it: it honours
 # the waivers the trial's requirement states (its goal's first line).
-GOOD_POLICY = next(c for c in CHECKS if c.id == "k8s-host-namespaces").policy()
+GOOD_POLICY = next(c for c in CHECKS if c.id == "k8s-secret-env").policy()
 
 
 def _good_policy(conv: Conversation) -> str:
@@ -305,13 +305,13 @@ def test_trajectory_command_prints_a_trial(llm_run: Run) -> None:
     trial = llm_run.trial_dir(SCENARIOS["ciso"], 0)
     out = CliRunner().invoke(cli, ["trajectory", str(trial)])
     assert out.exit_code == 0, out.output
-    assert "ciso/k8s-host-namespaces" in out.output and MODEL in out.output
+    assert "ciso/k8s-secret-env" in out.output and MODEL in out.output
     assert "retry" in out.output and "kubectl_get" in out.output and "submit" in out.output
     as_json = CliRunner().invoke(cli, ["trajectory", str(trial), "--json"])
     assert json.loads(as_json.output)["format"] == "itbench-trajectory"
     # A run directory is not a trial directory: the answer names its trials.
     wrong = CliRunner().invoke(cli, ["trajectory", str(llm_run.dir)])
-    assert wrong.exit_code == 2 and "ciso.k8s-host-namespaces__llm__0" in wrong.output
+    assert wrong.exit_code == 2 and "ciso.k8s-secret-env__llm__0" in wrong.output
 
 
 def test_inspect_export_is_read_back_by_inspect(llm_run: Run, tmp_path: Path) -> None:
