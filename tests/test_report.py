@@ -118,8 +118,18 @@ def test_report_writes_markdown_csv_latex_and_html_with_breakdowns(
     res = itbench("report", "a", "b", "--k", "2", "--out", "rep")
     assert res.returncode == 0, res.stderr
     out = tmp_path / "rep"
-    assert "wrote 8 file(s) to rep" in res.stdout
-    names = {p.name for p in out.iterdir()}
+    # Eight files, and each of the page's three figures as PDF and SVG for a paper.
+    assert "wrote 14 file(s) to rep" in res.stdout
+    figures = sorted(p.name for p in (out / "figures").iterdir())
+    assert figures == sorted(
+        f"{name}.{fmt}"
+        for name in ("pass-rate", "heatmap-fault", "tokens-per-solved")
+        for fmt in ("pdf", "svg")
+    )
+    assert all((out / "figures" / f).read_bytes()[:4] == b"%PDF" for f in figures if "pdf" in f)
+    # noop's 0 % bar is drawn and labelled, never left blank.
+    assert ">0.00<" in (out / "figures" / "pass-rate.svg").read_text()
+    names = {p.name for p in out.iterdir()} - {"figures"}
     assert names == {
         "report.csv",
         "report-control.csv",

@@ -1,11 +1,14 @@
 """A report as one self-contained HTML page: its tables and plots (inline SVG, matplotlib).
 
-Plots, each in a ``<figure class="plot" data-plot="NAME">``:
+Plots, each in a ``<figure class="plot" data-plot="NAME">`` and each also written beside the
+page as ``figures/NAME.pdf`` and ``figures/NAME.svg`` (for a paper), sized for a column:
 
-- ``pass-rate``: pass rate per domain and agent, with the 95 % interval as error bars;
-- ``heatmap-<dimension>``: pass rate per value of each facet (mechanism, family, ...) and agent;
-- ``time-to-detect`` / ``time-to-mitigate``: their distributions per agent, over passed trials
-  that record them;
+- ``pass-rate``: pass rate per domain and agent, with the 95 % interval as error bars and each
+  bar's value written on it (a 0 % bar is drawn as an outline, never left blank);
+- ``heatmap-<dimension>``: pass rate per value of each facet (mechanism, family, ...) and agent,
+  its size following its cells;
+- ``time-to-detect`` / ``time-to-mitigate``: their distributions per agent and domain, over
+  passed trials that record them;
 - ``cost-per-solved`` / ``tokens-per-solved``: per agent, when agents report usage.
 """
 
@@ -15,10 +18,11 @@ import html
 import io
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
@@ -49,25 +53,40 @@ figcaption { font-size: 0.9em; color: #555; }
 """
 
 
-def _svg(draw: Callable[[Figure], None], width: float, height: float) -> str:
-    with rc_context(_RC):  # type: ignore[arg-type]  # the stubs want literal keys
-        fig = Figure(figsize=(width, height))
-        draw(fig)
-        fig.tight_layout()
+@dataclass(frozen=True)
+class Plot:
+    """One figure of the report: its name, caption, size (inches) and how to draw it."""
+
+    name: str
+    caption: str
+    draw: Callable[[Figure], None]
+    width: float
+    height: float
+
+    def save(self, target: Path | IO[Any], fmt: str) -> None:
+        """Draw the figure into ``target`` as ``fmt`` (``svg`` or ``pdf``)."""
+        with rc_context(_RC):  # type: ignore[arg-type]  # the stubs want literal keys
+            fig = Figure(figsize=(self.width, self.height))
+            self.draw(fig)
+            fig.tight_layout()
+            fig.savefig(target, format=fmt)
+
+    def svg(self) -> str:
+        """The figure as an inline ``<svg>`` element."""
         buf = io.StringIO()
-        fig.savefig(buf, format="svg")
-    text = buf.getvalue()
-    return text[text.index("<svg") :]
+        self.save(buf, "svg")
+        text = buf.getvalue()
+        return text[text.index("<svg") :]
+
+    def element(self) -> str:
+        """The ``<figure>`` element of the page."""
+        return (
+            f'<figure class="plot" data-plot="{html.escape(self.name)}">{self.svg()}'
+            f"<figcaption>{html.escape(self.caption)}</figcaption></figure>"
+        )
 
 
-def _figure(name: str, caption: str, svg: str) -> str:
-    return (
-        f'<figure class="plot" data-plot="{html.escape(name)}">{svg}'
-        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-    )
-
-
-def _pass_rate_plot(summary: pd.DataFrame) -> str:
+def _pass_rate_plot(summary: pd.DataFrame) -> Plot:
     domains = sorted({str(d) for d in summary["domain"]})
     agents = sorted({str(a) for a in summary["agent"]})
     width = 0.8 / max(1, len(agents))
@@ -88,20 +107,46 @@ def _pass_rate_plot(summary: pd.DataFrame) -> str:
                 hi = float(r["ci_high"]) if r is not None else math.nan
                 low.append(0.0 if math.isnan(lo) else max(0.0, rate[-1] - lo))
                 high.append(0.0 if math.isnan(hi) else max(0.0, hi - rate[-1]))
-            ax.bar(x + i * width, rate, width, yerr=[low, high], capsize=3, label=agent)
+            bars = ax.bar(x + i * width, rate, width, yerr=[low, high], capsize=3, label=agent)
+            color = bars.patches[0].get_facecolor() if bars.patches else None
+            for bar, value, ran in zip(
+                bars.patches, rate, [d in rows for d in domains], strict=True
+            ):
+                if not ran:
+                    continue
+                if value == 0:
+                    # A 0 % bar is an outline with its value: it ran, and nothing passed.
+                    ax.bar(
+                        bar.get_x() + bar.get_width() / 2,
+                        0.02,
+                        bar.get_width(),
+                        fill=False,
+                        edgecolor=color,
+                        linewidth=1.2,
+                    )
+                ax.text(
+                    bar.get_x() + bar.get_width() / 2,
+                    value + 0.03,
+                    f"{value:.2f}",
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                )
         ax.set_xticks(x + width * (len(agents) - 1) / 2, domains)
-        ax.set_ylim(0, 1.05)
+        ax.set_ylim(0, 1.15)
         ax.set_ylabel("pass rate")
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
+        ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1, 1))
 
-    return _figure(
+    return Plot(
         "pass-rate",
         "Pass rate per domain and agent; bars show the 95 % interval (problems resampled).",
-        _svg(draw, 8, 3.2),
+        draw,
+        6.5,
+        3.2,
     )
 
 
-def _heatmap(part: pd.DataFrame, dimension: str) -> str:
+def _heatmap(part: pd.DataFrame, dimension: str) -> Plot:
     part = part.assign(row=part["domain"].astype(str) + " / " + part[dimension].astype(str))
     table = part.pivot_table(index="row", columns="agent", values="pass_rate", aggfunc="first")
     rows, cols = list(table.index), [str(c) for c in table.columns]
@@ -109,7 +154,7 @@ def _heatmap(part: pd.DataFrame, dimension: str) -> str:
     def draw(fig: Figure) -> None:
         ax: Axes = fig.subplots()
         image = ax.imshow(
-            table.to_numpy(dtype=float), aspect="auto", vmin=0, vmax=1, cmap="viridis"
+            table.to_numpy(dtype=float), aspect="equal", vmin=0, vmax=1, cmap="viridis"
         )
         ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right")
         ax.set_yticks(range(len(rows)), rows)
@@ -120,34 +165,43 @@ def _heatmap(part: pd.DataFrame, dimension: str) -> str:
                 ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7, color=color)
         fig.colorbar(image, ax=ax, label="pass rate")
 
-    height = max(2.4, 1.4 + 0.24 * len(rows))
-    return _figure(
-        f"heatmap-{dimension}",
-        f"Pass rate per {title(dimension)} and agent.",
-        _svg(draw, 8, height),
+    # Sized by its cells: one agent's column is no page-wide stripe.
+    height = max(2.0, 1.2 + 0.28 * len(rows))
+    width = min(6.5, 3.2 + 0.9 * len(cols))
+    return Plot(
+        f"heatmap-{dimension}", f"Pass rate per {title(dimension)} and agent.", draw, width, height
     )
 
 
-def _distribution(trials: pd.DataFrame, column: str, name: str, label: str) -> str | None:
+def _distribution(trials: pd.DataFrame, column: str, name: str, label: str) -> Plot | None:
     if column not in trials:
         return None
     data = trials[trials["passed"] & trials[column].notna()]
     if data.empty:
         return None
-    groups = [(str(a), g[column].to_numpy(dtype=float)) for a, g in data.groupby("agent")]
+    # Per domain too: seconds of one domain are no scale for another's.
+    groups = [
+        (f"{a} ({d})", g[column].to_numpy(dtype=float))
+        for (a, d), g in data.groupby(["agent", "domain"])
+    ]
 
     def draw(fig: Figure) -> None:
         ax: Axes = fig.subplots()
         ax.boxplot([v for _, v in groups], vert=False)
         ax.set_yticks(range(1, len(groups) + 1), [a for a, _ in groups])
-        ax.set_xlabel("seconds")
+        ax.set_xscale("log")
+        ax.set_xlabel("seconds (log scale)")
 
-    return _figure(
-        name, f"{label} per agent, over passed trials.", _svg(draw, 8, 1 + 0.4 * len(groups))
+    return Plot(
+        name,
+        f"{label} per agent and domain, over passed trials.",
+        draw,
+        6.5,
+        1 + 0.4 * len(groups),
     )
 
 
-def _usage_plot(summary: pd.DataFrame, column: str, name: str, label: str) -> str | None:
+def _usage_plot(summary: pd.DataFrame, column: str, name: str, label: str) -> Plot | None:
     if column not in summary:
         return None
     data = summary[summary[column].notna()]
@@ -161,11 +215,11 @@ def _usage_plot(summary: pd.DataFrame, column: str, name: str, label: str) -> st
         ax.set_yticks(range(len(labels)), labels)
         ax.set_xlabel(label)
 
-    return _figure(name, f"{label} per agent and domain.", _svg(draw, 8, 1 + 0.4 * len(labels)))
+    return Plot(name, f"{label} per agent and domain.", draw, 6.5, 1 + 0.4 * len(labels))
 
 
-def plots(report: Report) -> list[str]:
-    """The report's plots, as ``<figure>`` elements."""
+def plots(report: Report) -> list[Plot]:
+    """The report's plots."""
     if report.summary.empty:
         return []
     out = [_pass_rate_plot(report.summary)]
@@ -210,7 +264,7 @@ def page(report: Report, heading: str = "itbench report") -> str:
         "score; invalid trials count as failures.</p>",
         "<h2>Pass rate</h2>",
         _table(*display_rows(report.summary, report.k)),
-        *plots(report),
+        *(plot.element() for plot in plots(report)),
     ]
     if report.controls is not None:
         parts += [
@@ -228,7 +282,15 @@ def page(report: Report, heading: str = "itbench report") -> str:
 
 
 def write_html(report: Report, out_dir: Path) -> list[Path]:
-    """``report.html``."""
+    """``report.html``, and each of its figures as ``figures/NAME.pdf`` and ``.svg``."""
     path = out_dir / "report.html"
     path.write_text(page(report), encoding="utf-8")
-    return [path]
+    written = [path]
+    figures = out_dir / "figures"
+    for plot in plots(report):
+        figures.mkdir(exist_ok=True)
+        for fmt in ("pdf", "svg"):
+            target = figures / f"{plot.name}.{fmt}"
+            plot.save(target, fmt)
+            written.append(target)
+    return written
