@@ -535,12 +535,18 @@ class FinOpsSpec(ScenarioSpec):
 
         The document as written (placeholders in place) is kept for the draw.
         """
-        if not isinstance(data, dict) or not data.get("settings"):
+        if not isinstance(data, dict):
             return handler(data)
+        from itbench_finops.conventions import implied_settings
         from itbench_finops.handbook import with_pages
         from itbench_finops.placeholders import SETTINGS_PROBLEM, settle
 
         data = with_pages(data)
+        implied = implied_settings(data)
+        if implied and isinstance(data.get("settings") or {}, dict):
+            data = {**data, "settings": {**(data.get("settings") or {}), **implied}}
+        if not data.get("settings"):
+            return handler(data)
         settings = data["settings"]
         if not isinstance(settings, dict) or not all(
             isinstance(v, list) and v for v in settings.values()
@@ -587,9 +593,16 @@ class FinOpsSpec(ScenarioSpec):
         if missing:
             problems.append(f"truth names unknown resources: {', '.join(missing)}")
         problems += [*self._unpriced(), *self._dangling(), *self._truth_problems()]
+        from itbench_finops.conventions import unknown_rules
         from itbench_finops.placeholders import unknown_placeholders
 
-        unknown = unknown_placeholders(self.model_dump(mode="json"), set(self.settings))
+        dumped = self.model_dump(mode="json")
+        rules = unknown_rules(dumped)
+        if rules:
+            problems.append(
+                f"handbook rules without wordings: {', '.join('${rule:' + n + '}' for n in rules)}"
+            )
+        unknown = unknown_placeholders(dumped, set(self.settings))
         if unknown:
             problems.append(
                 f"placeholders without a setting: {', '.join('${' + n + '}' for n in unknown)}"

@@ -140,7 +140,10 @@ def test_rightsizing_forms_mean_what_they_say(catalog: Catalog) -> None:
             continue
         for cpu in spec.settings["target_cpu"]:
             for memory in spec.settings["target_memory"]:
-                data = settle(spec._template or {}, {"target_cpu": cpu, "target_memory": memory})
+                first = {k: v[0] for k, v in spec.settings.items()}
+                data = settle(
+                    spec._template or {}, {**first, "target_cpu": cpu, "target_memory": memory}
+                )
                 truth = Truth(target_cpu=cpu, target_memory=memory)
                 for raw in data["candidates"]:
                     c = Candidate.model_validate(raw)
