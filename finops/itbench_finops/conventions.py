@@ -119,11 +119,19 @@ def implied_settings(data: dict[str, Any]) -> dict[str, list[Any]]:
     return {k: v for k, v in out.items() if k not in (declared or {})}
 
 
-def unknown_rules(data: dict[str, Any]) -> list[str]:
-    """``${rule:NAME}`` placeholders of a document whose rule has no wordings."""
-    texts = [
-        s
-        for key in ("resources", "candidates", "documents", "truth")
-        for s in _strings(data.get(key))
-    ]
-    return sorted({r for t in texts for r in RULE.findall(t)} - set(table()["wordings"]))
+def rule_problems(data: dict[str, Any]) -> list[str]:
+    """``${rule:NAME}`` placeholders of a scenario document whose rule has no wordings.
+
+    Each problem names the field (``documents.N`` with the page's key) and the rule.
+    """
+    known = set(table()["wordings"])
+    out = []
+    for i, doc in enumerate(data.get("documents") or []):
+        text = doc.get("text") if isinstance(doc, dict) else None
+        key = doc.get("key") if isinstance(doc, dict) else None
+        for rule in sorted(set(RULE.findall(text if isinstance(text, str) else "")) - known):
+            out.append(
+                f"documents.{i} ({key}): ${{rule:{rule}}} has no wordings in {_FILE} "
+                f"(rules: {', '.join(sorted(known))})"
+            )
+    return out

@@ -541,11 +541,14 @@ class FinOpsSpec(ScenarioSpec):
         """
         if not isinstance(data, dict):
             return handler(data)
-        from itbench_finops.conventions import implied_settings
+        from itbench_finops.conventions import implied_settings, rule_problems
         from itbench_finops.handbook import with_pages
         from itbench_finops.placeholders import SETTINGS_PROBLEM, settle
 
         data = with_pages(data)
+        problems = rule_problems(data)
+        if problems:
+            raise ValueError("; ".join(problems))
         implied = implied_settings(data)
         if implied and isinstance(data.get("settings") or {}, dict):
             data = {**data, "settings": {**(data.get("settings") or {}), **implied}}
@@ -597,16 +600,9 @@ class FinOpsSpec(ScenarioSpec):
         if missing:
             problems.append(f"truth names unknown resources: {', '.join(missing)}")
         problems += [*self._unpriced(), *self._dangling(), *self._truth_problems()]
-        from itbench_finops.conventions import unknown_rules
         from itbench_finops.placeholders import unknown_placeholders
 
-        dumped = self.model_dump(mode="json")
-        rules = unknown_rules(dumped)
-        if rules:
-            problems.append(
-                f"handbook rules without wordings: {', '.join('${rule:' + n + '}' for n in rules)}"
-            )
-        unknown = unknown_placeholders(dumped, set(self.settings))
+        unknown = unknown_placeholders(self.model_dump(mode="json"), set(self.settings))
         if unknown:
             problems.append(
                 f"placeholders without a setting: {', '.join('${' + n + '}' for n in unknown)}"

@@ -226,7 +226,9 @@ _EXEMPTION_WINS = ("holds even for", "the exemption wins", "does not cancel an e
 
 
 @pytest.mark.parametrize(
-    "served", _cases("finops/rightsizing-ec2", "finops/rightsizing-recommend"), indirect=True
+    "served",
+    _cases("finops/rightsizing-ec2", "finops/rightsizing-recommend", "finops/rightsizing-control"),
+    indirect=True,
 )
 def test_rightsizing_as_written(served: Served) -> None:
     sizing = served.page("finops/sizing.md")
@@ -241,7 +243,7 @@ def test_rightsizing_as_written(served: Served) -> None:
     prices = load_prices()
     stated = Truth(target_cpu=cpu, target_memory=memory)
     judged = served.spec.truth
-    over = {}
+    over, kept = {}, set()
     for r in served.spec.resources:
         if not isinstance(r, Instance | Database) or r.cpu is None:
             continue
@@ -252,14 +254,18 @@ def test_rightsizing_as_written(served: Served) -> None:
             continue
         tags = served.tags.get(r.name, r.tags)
         if tags.get(canary) == "canary" or (isinstance(r, Instance) and r.reserved):
+            kept.add(r.name)
             continue
         exempt = listed_until.get(r.name, date.min) >= served.today
         if exempt_tag in tags and day(tags[exempt_tag]) >= served.today:
             exempt = True
         if exempt and not (decommission_wins and r.name in planned):
+            kept.add(r.name)
             continue
         over[r.name] = best
     assert set(over) == set(judged.waste)
+    if not judged.incident:  # a control explains what looks oversized but stays
+        assert kept == set(judged.explained)
     for name, best in over.items():
         r = served.spec.resource(name)
         assert isinstance(r, Instance | Database)
