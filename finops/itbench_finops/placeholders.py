@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from itbench_finops.conventions import expand_rules
+
 SETTINGS_PROBLEM = "settings must map each placeholder name to a non-empty list of alternatives"
 #: A setting's placeholder: ``${name}``, or ``${name.key}`` for a key of a mapping value.
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?)\}")
@@ -29,6 +31,7 @@ def _lookup(values: dict[str, Any], ref: str) -> Any:
 
 def _substitute(node: Any, values: dict[str, Any]) -> Any:
     if isinstance(node, str):
+        node = expand_rules(node, values)
         whole = PLACEHOLDER.fullmatch(node)
         if whole and _lookup(values, whole.group(1)) is not _MISSING:
             return _lookup(values, whole.group(1))
@@ -48,7 +51,9 @@ def _substitute(node: Any, values: dict[str, Any]) -> Any:
 def settle(data: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     """The scenario document with each ``${name}`` of ``values`` substituted, without settings.
 
-    A string that is exactly one placeholder takes the value with its type.
+    Each ``${rule:NAME}`` first becomes the phrasing ``values['say_NAME']`` of the rule (see
+    :mod:`itbench_finops.conventions`), whose placeholders are then substituted too. A string
+    that is exactly one placeholder takes the value with its type.
     """
     return {
         k: (v if k in _FIXED else _substitute(v, values))

@@ -285,8 +285,10 @@ class Document(_Strict):
     ``${setting}`` placeholders, ``${list:FORM}`` (a bullet list of the names of the candidates
     drawn in form ``FORM``), ``${notes:FORM}`` (their forms' ``note`` lines, where ``{name}``,
     ``{date}``, ``{id}`` and ``{ip}`` stand for the resource's name, the day its event started,
-    its id and its public IP), ``${date:NAME}``, ``${date:+N}``, ``${id:NAME}`` and
-    ``${ip:NAME}``.
+    its id and its public IP), ``${date:NAME}``, ``${date:+N}``, ``${id:NAME}``,
+    ``${ip:NAME}`` and ``${rule:NAME}`` (one of the wordings of a handbook rule of
+    ``data/conventions.yaml``, drawn per trial; the organization-wide conventions its
+    placeholders use are drawn as settings when the scenario does not declare them).
     """
 
     key: str = Field(min_length=1, description="Object key in the handbook bucket.")
@@ -309,7 +311,9 @@ class Form(_Strict):
     """One way a candidate resource may appear in a trial."""
 
     role: Literal["waste", "keep"] = Field(
-        default="keep", description="waste: part of the truth's waste; keep: a look-alike."
+        default="keep",
+        description="waste: part of the truth's waste; keep: a look-alike. A `${setting}` "
+        "whose drawn value is one of them makes the role follow a drawn convention.",
     )
     set: dict[str, Any] = Field(
         default_factory=dict,
@@ -535,12 +539,21 @@ class FinOpsSpec(ScenarioSpec):
 
         The document as written (placeholders in place) is kept for the draw.
         """
-        if not isinstance(data, dict) or not data.get("settings"):
+        if not isinstance(data, dict):
             return handler(data)
+        from itbench_finops.conventions import implied_settings, rule_problems
         from itbench_finops.handbook import with_pages
         from itbench_finops.placeholders import SETTINGS_PROBLEM, settle
 
         data = with_pages(data)
+        problems = rule_problems(data)
+        if problems:
+            raise ValueError("; ".join(problems))
+        implied = implied_settings(data)
+        if implied and isinstance(data.get("settings") or {}, dict):
+            data = {**data, "settings": {**(data.get("settings") or {}), **implied}}
+        if not data.get("settings"):
+            return handler(data)
         settings = data["settings"]
         if not isinstance(settings, dict) or not all(
             isinstance(v, list) and v for v in settings.values()

@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from itbench_finops.conventions import RULE, table
 from itbench_finops.domain import FinOpsDomain
 from itbench_finops.draw import concrete
 from itbench_finops.families import FAMILIES
+from itbench_finops.handbook import pages
 from itbench_finops.optimum import rightsizing_target
-from itbench_finops.placeholders import settle
+from itbench_finops.placeholders import PLACEHOLDER, settle
 from itbench_finops.prices import load_prices
 from itbench_finops.spec import Candidate, Database, FinOpsSpec, Instance, Truth
 
@@ -140,7 +142,10 @@ def test_rightsizing_forms_mean_what_they_say(catalog: Catalog) -> None:
             continue
         for cpu in spec.settings["target_cpu"]:
             for memory in spec.settings["target_memory"]:
-                data = settle(spec._template or {}, {"target_cpu": cpu, "target_memory": memory})
+                first = {k: v[0] for k, v in spec.settings.items()}
+                data = settle(
+                    spec._template or {}, {**first, "target_cpu": cpu, "target_memory": memory}
+                )
                 truth = Truth(target_cpu=cpu, target_memory=memory)
                 for raw in data["candidates"]:
                     c = Candidate.model_validate(raw)
@@ -165,3 +170,47 @@ def test_the_catalog_holds_thirty_distinct_problems(catalog: Catalog) -> None:
     assert len(problems) >= 30, len(problems)
     assert {s.family for s in problems} == set(FAMILIES)
     assert all(s.candidates or s.settings for s in problems)
+
+
+def test_every_rule_has_three_wordings_that_state_the_same_values() -> None:
+    """Each rule is worded at least three ways, each stating every value; every rule is used."""
+    wordings = table()["wordings"]
+    used = {r for page in pages().values() for r in RULE.findall(page)}
+    assert used == set(wordings)
+    for rule, phrasings in wordings.items():
+        assert len(set(phrasings)) >= 3, rule
+        stated = [set(PLACEHOLDER.findall(p)) for p in phrasings]
+        assert all(s == stated[0] for s in stated), (rule, stated)
+    for name, options in table()["values"].items():
+        assert len({repr(o) for o in options}) >= 2, name
+
+
+def test_served_conventions_vary_and_the_truth_follows_them(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    """Wordings, tag keys and the precedence change between trials; roles follow the draw."""
+    domain = FinOpsDomain()
+    spec = catalog.scenarios["finops/rightsizing-ec2"]
+    texts, keys, winners = set(), set(), set()
+    for k in range(16):
+        with testing.trial_context(tmp_path / str(k), secret=bytes([k]) * 32) as ctx:
+            got, record = domain.draw(spec, ctx)  # type: ignore[arg-type]
+        assert isinstance(got, FinOpsSpec)
+        (sizing,) = [d.text for d in got.documents if d.key == "finops/sizing.md"]
+        assert "${" not in sizing
+        texts.add(sizing)
+        keys.add(record["settings"]["exempt_tag"])
+        winner = record["settings"]["decom_precedence"]
+        winners.add(winner["role"])
+        assert winner["text"] in sizing
+        if record["forms"]["billing-api"] == "retiring_exempt":
+            assert ("billing-api" in got.truth.waste) == (winner["role"] == "waste")
+    assert len(texts) >= 10 and len(keys) >= 3 and winners == {"waste", "keep"}
+
+
+def test_a_rule_without_wordings_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(SPEC.replace("Older than ${days} days.", "${rule:no_such_rule}"))
+    (err,) = ScenarioLoader({"finops": FinOpsDomain()}).load_file(path)
+    assert not isinstance(err, FinOpsSpec)
+    assert "bad.yaml" in err.line() and "${rule:no_such_rule}" in err.line(), err.line()
