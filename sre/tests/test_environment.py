@@ -91,7 +91,9 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
             lambda: any(float(r["value"]) >= 2 for r in box.call("query", promql=count)), 15
         )
         shop_errors = 'sum(increase(upstream_requests_total{outcome="error"}[10s])) > 0'
-        assert box.call("query", promql=shop_errors) == []
+        # As with the alerts: a loaded machine may time a call out now and then; the shop's
+        # calls run clean again within a window, the stray client's refusals notwithstanding.
+        assert _wait(lambda: box.call("query", promql=shop_errors) == [], 30)
         # Yet healthy instances log, now and then, messages of the kind failures cause.
         every = [s.name for s in topology.SERVICES]
 

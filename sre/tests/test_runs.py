@@ -54,6 +54,8 @@ def test_destructive_agent_fails_every_mitigation(tmp_path: Path) -> None:
 #: Run inside the sandbox: read the Prometheus API of the task context as a client would,
 #: then try its admin and lifecycle endpoints; prints what each answered.
 SERVICES = [s.name for s in topology.SERVICES]
+#: What a routine change may revise: every service, and the name registry.
+CHANGED = [*SERVICES, topology.DNS]
 PROM_PROBE = """
 import json, os, urllib.parse, urllib.request, urllib.error
 api = json.load(open(os.environ["ITBENCH_TASK"]))["context"]["prometheus"]
@@ -68,8 +70,8 @@ for method, path in [("GET", "/api/v1/query?query=up"), ("POST", "/api/v1/admin/
     except urllib.error.HTTPError as exc:
         codes[method + " " + path] = exc.code
 assert json.load(open("alerts.json")) is not None
-# What explains the quiet shop: the services with a new revision, and those refusing an
-# outside client (401s that no caller of the shop sees).
+# What explains the quiet shop: the services (and the name registry) with a new revision, and
+# those refusing an outside client (401s that no caller of the shop sees).
 benign = set()
 for service in json.load(open("services.json")):
     history = json.loads(open(service + ".json").read()).get("revisions", [])
@@ -103,8 +105,8 @@ def test_external_program_uses_the_same_tools(tmp_path: Path) -> None:
         "itbench tool call processes > procs.json\n"
         "itbench tool call alerts > alerts.json\n"
         "grep -q '\"loadgen\"' procs.json\n"
-        f"echo '{json.dumps(SERVICES)}' > services.json\n"
-        f"for s in {' '.join(SERVICES)}; do itbench tool call read_config entity=$s > $s.json; done\n"
+        f"echo '{json.dumps(CHANGED)}' > services.json\n"
+        f"for s in {' '.join(CHANGED)}; do itbench tool call read_config entity=$s > $s.json; done\n"
         'python3 "$(dirname "$0")/prom.py"\n'
     )
     (script.parent / "prom.py").write_text(PROM_PROBE)
@@ -117,7 +119,7 @@ def test_external_program_uses_the_same_tools(tmp_path: Path) -> None:
     outcome = Runner(Bench(), config, tmp_path / "run").run()
     result = outcome.results[0]
     assert result.status is TrialStatus.passed, (result.error, result.metrics)
-    assert result.tool_calls == 2 + len(SERVICES)
+    assert result.tool_calls == 2 + len(CHANGED)
     assert result.metrics["benign_pass"], result.metrics
     submitted = json.loads(
         (tmp_path / "run" / "trials" / result.handle / "submission.json").read_text()
