@@ -72,21 +72,28 @@ class HostParams:
         path: The file listing them on every host.
         shape: Its format (a key of :data:`FORMATS`).
         phrasing: Index into :data:`PHRASINGS`.
+        decoy_path: Another of :data:`PATHS`, listing other ports.
+        decoy_ports: The ports it lists (ports the organization does not approve among them).
+        stale: Whether a package manager's copy of an older list (``.dpkg-old``) lies beside
+            the file, listing the decoy's ports.
     """
 
     ports: tuple[int, ...]
     path: str
     shape: str
     phrasing: int
+    decoy_path: str = ""
+    decoy_ports: tuple[int, ...] = ()
+    stale: bool = False
 
     def requirement(self) -> str:
         """The requirement as the trial states it."""
         return PHRASINGS[self.phrasing].format(path=self.path, shape=FORMATS[self.shape])
 
-    def content(self) -> str:
-        """The file listing the ports."""
-        ports = [str(p) for p in self.ports]
-        head = "# Approved listening ports (network baseline), ticket NET-2041\n"
+    def content(self, ports_: tuple[int, ...] | None = None, head: str = "") -> str:
+        """The file listing the ports (or ``ports_``, under the comment ``head``)."""
+        ports = [str(p) for p in (self.ports if ports_ is None else ports_)]
+        head = head or "# Approved listening ports (network baseline), ticket NET-2041\n"
         if self.shape == "lines":
             return head + "".join(f"{p}\n" for p in ports)
         if self.shape == "assignment":
@@ -98,6 +105,12 @@ class HostParams:
 
         def mutate(host: Host) -> None:
             host[self.path] = HostFile(self.content(), 0o644)
+            if self.decoy_path:
+                head = "# Listening ports of the lab hosts (not the baseline)\n"
+                host[self.decoy_path] = HostFile(self.content(self.decoy_ports, head), 0o644)
+            if self.stale:
+                old = HostFile(self.content(self.decoy_ports), 0o644)
+                host[f"{self.path}.dpkg-old"] = old
 
         return mutate
 
@@ -113,11 +126,21 @@ def draw(check_id: str, rng: random.Random) -> HostParams | None:
     extra = rng.sample(POOL, rng.choice((1, 2)))
     ports = list(BASE) + extra
     rng.shuffle(ports)
+    path = rng.choice(PATHS)
+    shape = rng.choice(sorted(FORMATS))
+    phrasing = rng.randrange(len(PHRASINGS))
+    # Another list on every host: every port of the pool the organization leaves out, and more.
+    decoy = [*BASE, *(p for p in POOL if p not in extra), *rng.sample((23, 3306, 8080), 2)]
+    rng.shuffle(decoy)
+    decoy_path = rng.choice([p for p in PATHS if p != path])
     return HostParams(
         ports=tuple(ports),
-        path=rng.choice(PATHS),
-        shape=rng.choice(sorted(FORMATS)),
-        phrasing=rng.randrange(len(PHRASINGS)),
+        path=path,
+        shape=shape,
+        phrasing=phrasing,
+        decoy_path=decoy_path,
+        decoy_ports=tuple(decoy),
+        stale=rng.random() < 0.5,
     )
 
 

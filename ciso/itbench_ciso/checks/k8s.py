@@ -2014,7 +2014,7 @@ def variants(
     compliant one two near misses), mixed with violations of other checks. With ``waivers``
     (for a check whose violations are namespaced), every snapshot holds the organization's
     waivers, every compliant one a violation in a namespace whose waiver holds, and half the
-    violating ones a violation in a namespace whose waiver has expired.
+    violating ones a violation in a namespace whose waiver has expired (when some have).
 
     Args:
         check_id: The judged check.
@@ -2057,6 +2057,8 @@ def variants(
             return []
         label, fn = moves[i % len(moves)]
         pool = waivers.expired if expired else waivers.active
+        if not pool:
+            return []
         ns = pool[i % len(pool)]
         state = "expired" if expired else "current"
         return [(f"{label}, in {ns} ({state} waiver)", in_namespace(fn, ns))]

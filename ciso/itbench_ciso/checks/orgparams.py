@@ -133,6 +133,9 @@ class OrgParams:
         home: Where they are kept.
         phrasing: Index into :data:`PHRASINGS`.
         rule: Index into the kind's requirement phrasings.
+        decoys: Other places holding other values under the same keys (a staging copy, a
+            superseded list, another team's namespace), each with its values.
+        salt: Seed of the documents' layout (where the decoy list is, how it is marked).
     """
 
     kind: Kind
@@ -140,6 +143,8 @@ class OrgParams:
     home: Home
     phrasing: int
     rule: int
+    decoys: tuple[tuple[Home, tuple[str, ...]], ...] = ()
+    salt: int = 0
 
     def requirement(self) -> str:
         """The requirement as the trial states it (its rule, then where the values are)."""
@@ -154,31 +159,129 @@ class OrgParams:
         return self.kind.derive(by_id(self.kind.check), self.values)
 
     def objects(self) -> list[dict[str, Any]]:
-        """What every snapshot holds of the values (nothing when a document keeps them)."""
-        ns = self.home.namespace
-        labels = {"kubernetes.io/metadata.name": ns}
-        if self.home.kind == "configmap":
-            data = {self.home.key: self.home.sep.join(self.values) + "\n"}
-            return [
-                {**meta("Namespace", ns, labels=labels), "status": {"phase": "Active"}},
-                {**meta("ConfigMap", self.home.name, ns), "data": data},
-            ]
-        if self.home.kind == "annotation":
-            namespace = meta("Namespace", ns, labels=labels)
-            namespace["metadata"]["annotations"] = {self.home.key: ",".join(self.values)}
-            return [{**namespace, "status": {"phase": "Active"}}]
-        return []
+        """What every snapshot holds: the organization's place (unless a document) and decoys."""
+        out: list[dict[str, Any]] = []
+        if self.home.kind != "document":
+            out += _place(self.home, self.values)
+        for home, values in self.decoys:
+            out += _place(home, values)
+        return out
 
-    def document(self) -> str:
-        """The standards document (for a document home), with a decoy list under another heading."""
+    def documents(self) -> dict[str, str]:
+        """The workspace's standards documents (path -> text), for a document home.
+
+        The named file lists the values under the named heading and other values under a
+        marked heading (before or after it); another file may list other values under the very
+        same heading.
+        """
+        if self.home.kind != "document":
+            return {}
+        rng = random.Random(self.salt)
         items = "\n".join(f"- {v}" for v in self.values)
-        decoy = "\n".join(f"- {v}" for v in self.kind.draw(random.Random(self.home.name)))
-        return (
+        decoy = "\n".join(f"- {v}" for v in _other_values(self.kind, self.values, rng))
+        marked = f"## {self.kind.heading} ({rng.choice(_MARKERS)})\n\n{decoy}\n\n"
+        real = f"## {self.home.key}\n\n{items}\n\n"
+        sections = [marked, real] if rng.random() < 0.5 else [real, marked]
+        head = (
             "# Platform standards\n\nThese lists are maintained by the platform team. Changes "
             "go through a ticket.\n\n"
-            f"## {self.kind.heading} (proposed, not yet in force)\n\n{decoy}\n\n"
-            f"## {self.home.key}\n\n{items}\n\n## Contacts\n\n- platform-team\n"
         )
+        docs = {self.home.name: head + "".join(sections) + "## Contacts\n\n- platform-team\n"}
+        if rng.random() < 0.75:
+            other = rng.choice([d for d in DOCUMENTS if d != self.home.name])
+            values = "\n".join(f"- {v}" for v in _other_values(self.kind, self.values, rng))
+            docs[other] = f"# {rng.choice(_OTHER_DOCS)}\n\n## {self.kind.heading}\n\n{values}\n"
+        return docs
+
+    def document(self) -> str:
+        """The named standards document (for a document home; empty otherwise)."""
+        return self.documents().get(self.home.name, "")
+
+
+#: How a document marks a list that is not the one in force.
+_MARKERS = (
+    "proposed, not yet in force",
+    "superseded",
+    "staging clusters only",
+    "draft",
+    "previous revision",
+    "lab team",
+)
+#: Titles of another team's or an older document.
+_OTHER_DOCS = ("Lab cluster standards", "Standards (2023 revision)", "Draft: next baseline")
+#: Config map names of a copy that is not in force.
+_COPIES = ("-staging", "-previous", "-draft")
+_HOSTS = ("policy.corp.example", "standards.corp.example", "compliance.corp.io")
+#: CPU maximums a decoy may state (one below and one above any the organization may draw).
+_CPU_DECOYS = ("600m", "750m", "1", "1500m", "2", "3", "4")
+
+
+def _place(home: Home, values: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The namespace (and config map) keeping ``values`` at ``home``."""
+    ns = home.namespace
+    namespace = meta("Namespace", ns, labels={"kubernetes.io/metadata.name": ns})
+    if home.kind == "annotation":
+        namespace["metadata"]["annotations"] = {home.key: ",".join(values)}
+    out: list[dict[str, Any]] = [{**namespace, "status": {"phase": "Active"}}]
+    if home.kind == "configmap":
+        data = {home.key: home.sep.join(values) + "\n"}
+        out.append({**meta("ConfigMap", home.name, ns), "data": data})
+    return out
+
+
+def _other_values(kind: Kind, values: tuple[str, ...], rng: random.Random) -> tuple[str, ...]:
+    """Values of ``kind`` other than ``values`` (a different set), drawn from the same pool."""
+    if kind.draw is _draw_cpu:
+        return (rng.choice([q for q in _CPU_DECOYS if q != values[0]]),)
+    while True:
+        other = kind.draw(rng)
+        if set(other) != set(values):
+            return other
+
+
+def _decoys(
+    kind: Kind, values: tuple[str, ...], home: Home, rng: random.Random
+) -> tuple[tuple[Home, tuple[str, ...]], ...]:
+    """Two or three other places under the kind's keys, each with other values.
+
+    Config maps never share the real one's namespace and name, annotations never its
+    namespace and key. For a CPU maximum, one decoy states a higher maximum and one a lower.
+    """
+    cms = {(home.namespace, home.name)} if home.kind == "configmap" else set()
+    anns = {(home.namespace, home.key)} if home.kind == "annotation" else set()
+    out: list[tuple[Home, tuple[str, ...]]] = []
+    shapes = ["configmap", "annotation", rng.choice(("configmap", "annotation"))]
+    if home.kind in ("configmap", "annotation"):
+        shapes[2] = home.kind
+    for shape in shapes[: rng.choice((2, 3))] if home.kind == "document" else shapes:
+        if shape == "configmap":
+            while True:
+                ns = rng.choice(HOMES)
+                base = home.name if home.kind == "configmap" else rng.choice(CONFIG_MAPS)
+                name = rng.choice((base, base + rng.choice(_COPIES), rng.choice(CONFIG_MAPS)))
+                if (ns, name) not in cms:
+                    break
+            cms.add((ns, name))
+            place = Home(
+                "configmap", ns, name, rng.choice(kind.keys), rng.choice(sorted(SEPARATORS))
+            )
+        else:
+            while True:
+                ns = rng.choice(HOMES)
+                key = f"{rng.choice(_HOSTS)}/{rng.choice(kind.keys)}"
+                if (ns, key) not in anns:
+                    break
+            anns.add((ns, key))
+            place = Home("annotation", ns, key=key)
+        out.append((place, _other_values(kind, values, rng)))
+    if kind.draw is _draw_cpu:
+        cap = millicores(values[0])
+        higher = [q for q in _CPU_DECOYS if millicores(q) > cap]
+        lower = [q for q in _CPU_DECOYS if millicores(q) < cap]
+        out[0] = (out[0][0], (rng.choice(higher),))
+        out[1] = (out[1][0], (rng.choice(lower),))
+        rng.shuffle(out)
+    return tuple(out)
 
 
 def _draw_caps(rng: random.Random) -> tuple[str, ...]:
@@ -721,7 +824,7 @@ def draw(check_id: str, rng: random.Random) -> OrgParams | None:
             sep=rng.choice(sorted(SEPARATORS)),
         )
     elif where == "annotation":
-        host = rng.choice(("policy.corp.example", "standards.corp.example", "compliance.corp.io"))
+        host = rng.choice(_HOSTS)
         home = Home(
             "annotation", namespace=rng.choice(HOMES), key=f"{host}/{rng.choice(kind.keys)}"
         )
@@ -733,6 +836,8 @@ def draw(check_id: str, rng: random.Random) -> OrgParams | None:
         home=home,
         phrasing=rng.randrange(len(PHRASINGS)),
         rule=rng.randrange(len(kind.requirements)),
+        decoys=_decoys(kind, values, home, rng),
+        salt=rng.getrandbits(64),
     )
 
 

@@ -63,6 +63,9 @@ class Waivers:
         today: The audit date.
         phrasing: Index into :data:`PHRASINGS`.
         until: Namespace -> last day of its waiver.
+        decoy: Another config map with waiver entries that are not the organization's (another
+            team's, or a draft): its namespace, name, key and entries (namespace -> day).
+        commented: Entries of the real config map that are commented out (namespace -> day).
     """
 
     home: str
@@ -72,6 +75,8 @@ class Waivers:
     today: date
     phrasing: int
     until: dict[str, date] = field(default_factory=dict)
+    decoy: tuple[str, str, str, dict[str, date]] | None = None
+    commented: dict[str, date] = field(default_factory=dict)
 
     @property
     def active(self) -> tuple[str, ...]:
@@ -93,23 +98,35 @@ class Waivers:
             today=self.today.isoformat(),
         )
 
-    def entries(self) -> str:
-        """The config map's entries (one per line)."""
+    def entries(self, until: dict[str, date] | None = None) -> str:
+        """The config map's entries (one per line; commented-out ones start with ``#``)."""
+        until = self.until if until is None else until
+        rows = [(ns, last, "") for ns, last in until.items()]
+        if until is self.until:
+            rows += [(ns, last, "# ") for ns, last in self.commented.items()]
         lines = [
-            FORMATS[self.shape].format(
-                ns=ns, until=self.until[ns].isoformat(), ticket=f"SEC-{1000 + i * 37}"
+            prefix
+            + FORMATS[self.shape].format(
+                ns=ns, until=last.isoformat(), ticket=f"SEC-{1000 + i * 37}"
             )
-            for i, ns in enumerate(sorted(self.until))
+            for i, (ns, last, prefix) in enumerate(sorted(rows, key=lambda r: (r[0], r[2])))
         ]
         return "\n".join(lines) + "\n"
 
     def objects(self) -> list[dict[str, Any]]:
-        """The config map and its namespace, as a snapshot holds them."""
-        labels = {"kubernetes.io/metadata.name": self.home}
-        return [
-            {**meta("Namespace", self.home, labels=labels), "status": {"phase": "Active"}},
-            {**meta("ConfigMap", self.name, self.home), "data": {self.key: self.entries()}},
-        ]
+        """The config map and its namespace (and the decoy's), as a snapshot holds them."""
+        places = [(self.home, self.name, self.key, self.entries())]
+        if self.decoy is not None:
+            home, name, key, until = self.decoy
+            places.append((home, name, key, self.entries(until)))
+        out: list[dict[str, Any]] = []
+        for home, name, key, text in places:
+            labels = {"kubernetes.io/metadata.name": home}
+            out += [
+                {**meta("Namespace", home, labels=labels), "status": {"phase": "Active"}},
+                {**meta("ConfigMap", name, home), "data": {key: text}},
+            ]
+        return out
 
     def waived(self, namespace: str) -> bool:
         """Whether objects of ``namespace`` are exempt today."""
@@ -117,20 +134,46 @@ class Waivers:
 
 
 def draw(rng: random.Random) -> Waivers:
-    """A trial's waivers: two namespaces still waived, two whose waiver has expired."""
+    """A trial's waivers: one to four still current, none to three expired (two at least).
+
+    Besides, a decoy config map (another team's, or a draft) waives namespaces whose real
+    waiver has expired, and later than any real one; the real config map may hold
+    commented-out entries doing the same.
+    """
     today = date(2026, 1, 1) + timedelta(days=rng.randrange(365))
-    names = rng.sample(WAIVED, 4)
-    until = {ns: today + timedelta(days=rng.choice((0, 3, 30, 120))) for ns in names[:2]}
-    until |= {ns: today - timedelta(days=rng.choice((1, 9, 60))) for ns in names[2:]}
+    current = rng.randint(1, 4)
+    expired = rng.randint(1 if current < 2 else 0, min(3, len(WAIVED) - current))
+    names = rng.sample(WAIVED, current + expired)
+    until = {ns: today + timedelta(days=rng.choice((0, 3, 30, 120))) for ns in names[:current]}
+    until |= {ns: today - timedelta(days=rng.choice((1, 9, 60))) for ns in names[current:]}
+    home, name, key = rng.choice(HOMES), rng.choice(NAMES), rng.choice(KEYS)
+    later = [today + timedelta(days=rng.randrange(200, 400)) for _ in WAIVED]
+    lapsed = [ns for ns in WAIVED if ns not in until or until[ns] < today]
+    while True:
+        other_home = rng.choice(HOMES)
+        other_name = rng.choice((f"{name}-draft", f"{name}-{rng.choice(_TEAMS)}", *NAMES))
+        if (other_home, other_name) != (home, name):
+            break
+    chosen = rng.sample(WAIVED, rng.randint(2, 4))
+    decoy = {ns: later[i] for i, ns in enumerate(sorted(set(chosen) | set(lapsed[:2])))}
+    commented = {}
+    if lapsed and rng.random() < 0.5:
+        commented = {lapsed[-1]: later[-1]}
     return Waivers(
-        home=rng.choice(HOMES),
-        name=rng.choice(NAMES),
-        key=rng.choice(KEYS),
+        home=home,
+        name=name,
+        key=key,
         shape=rng.choice(sorted(FORMATS)),
         today=today,
         phrasing=rng.randrange(len(PHRASINGS)),
         until=until,
+        decoy=(other_home, other_name, rng.choice(KEYS), decoy),
+        commented=commented,
     )
+
+
+#: Teams whose own waiver config maps a cluster may hold.
+_TEAMS = ("data-team", "payments", "lab")
 
 
 _WHERE = re.compile(r"`([a-z0-9-]+)/([a-z0-9-]+)`[^`]*`([a-z0-9-]+)`")

@@ -162,10 +162,10 @@ class KubernetesRuntime(Runtime):
         path = self.workspace / SNAPSHOT_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.visible.data, indent=1), encoding="utf-8")
-        if org is not None and org.home.kind == "document":
-            doc = self.workspace / org.home.name
+        for rel, text in (org.documents() if org is not None else {}).items():
+            doc = self.workspace / rel
             doc.parent.mkdir(parents=True, exist_ok=True)
-            doc.write_text(org.document(), encoding="utf-8")
+            doc.write_text(text, encoding="utf-8")
 
     def _snapshot(self) -> dict[str, Any]:
         assert self.visible is not None
