@@ -327,6 +327,22 @@ def _ctr(cond: str) -> str:
     return _wl(f"\tsome c in containers(spec)\n{cond}")
 
 
+#: Rego for an image not pinned: neither a digest nor a tag other than ``latest``.
+UNPINNED_REGO = """
+
+last_part(image) := parts[count(parts) - 1] if parts := split(image, "/")
+
+unpinned(image) if {
+	not contains(image, "@")
+	not contains(last_part(image), ":")
+}
+
+unpinned(image) if {
+	not contains(image, "@")
+	endswith(last_part(image), ":latest")
+}"""
+
+
 def _roles(cond: str) -> str:
     return (
         "violations contains ident(o) if {\n\tsome o in input.items\n"
@@ -982,20 +998,7 @@ automount_off(o, spec) if {
             "Container images must be pinned to a version. Every container image of every "
             "workload must be referenced by digest or by a tag other than latest."
         ),
-        rego=_ctr("\tunpinned(c.image)")
-        + """
-
-last_part(image) := parts[count(parts) - 1] if parts := split(image, "/")
-
-unpinned(image) if {
-	not contains(image, "@")
-	not contains(last_part(image), ":")
-}
-
-unpinned(image) if {
-	not contains(image, "@")
-	endswith(last_part(image), ":latest")
-}""",
+        rego=_ctr("\tunpinned(c.image)") + UNPINNED_REGO,
         truth=any_container(lambda c: unpinned(c["image"])),
         bad={
             "latest tag": pod(on("main", field_set(image=f"{REGISTRY}/shop/cart:latest"))),
@@ -1690,19 +1693,7 @@ UPDATE_ONLY: list[K8sCheck] = [
         rego=_ctr("\tunpinned(c.image)")
         + "\n\n"
         + _ctr(f'\tnot startswith(c.image, "{REGISTRY}/")')
-        + """
-
-last_part(image) := parts[count(parts) - 1] if parts := split(image, "/")
-
-unpinned(image) if {
-	not contains(image, "@")
-	not contains(last_part(image), ":")
-}
-
-unpinned(image) if {
-	not contains(image, "@")
-	endswith(last_part(image), ":latest")
-}""",
+        + UNPINNED_REGO,
         truth=any_container(
             lambda c: unpinned(c["image"]) or not c["image"].startswith(f"{REGISTRY}/")
         ),

@@ -25,6 +25,7 @@ from typing import Any
 
 from itbench_ciso.checks.k8s import (
     REGISTRY,
+    UNPINNED_REGO,
     Factory,
     K8sCheck,
     _caps,
@@ -473,19 +474,8 @@ def _derive_registries(check: K8sCheck, approved: tuple[str, ...]) -> K8sCheck:
 approved_image(image) if {
 	some r in approved_registries
 	startswith(image, concat("", [r, "/"]))
-}
-
-last_part(image) := parts[count(parts) - 1] if parts := split(image, "/")
-
-unpinned(image) if {
-	not contains(image, "@")
-	not contains(last_part(image), ":")
-}
-
-unpinned(image) if {
-	not contains(image, "@")
-	endswith(last_part(image), ":latest")
 }"""
+        + UNPINNED_REGO
     )
     return dataclasses.replace(
         check,
