@@ -51,15 +51,17 @@ empty :=
 space := $(empty) $(empty)
 lane = "$(subst $(space), ; ,$(strip $(1)))"
 LIVE := tests/test_llm_domains.py
-# The core's other tests in three lanes of about equal length (each lane one pytest process).
+# The core's other tests in four lanes of about equal length (each lane one pytest process).
 CORE_LANE_1 := tests/test_cluster.py tests/test_process_executor.py tests/test_integrity.py
 CORE_LANE_2 := tests/test_crash.py tests/test_scaffold.py tests/test_imports.py tests/test_docs.py \
 	tests/test_report.py
-CORE_REST := tests $(foreach t,$(LIVE) $(CORE_LANE_1) $(CORE_LANE_2),--ignore=$(t))
+CORE_LANE_3 := tests/test_redteam.py tests/test_redteam_core.py tests/test_registration.py \
+	tests/test_llm_agent.py tests/test_registry.py
+CORE_REST := tests $(foreach t,$(LIVE) $(CORE_LANE_1) $(CORE_LANE_2) $(CORE_LANE_3),--ignore=$(t))
 SRE_SUITE := $(wildcard sre/tests)
 # The other domain and plugin suites in two lanes: the first alone, the others in turn.
 OTHER_SUITES := $(filter-out $(SRE_SUITE),$(foreach d,$(DOMAINS) $(PLUGINS),$(wildcard $(dir $(d))tests)))
-LANES := "$(CORE_REST)" "$(CORE_LANE_1)" "$(strip $(CORE_LANE_2))" \
+LANES := "$(CORE_REST)" "$(CORE_LANE_1)" "$(strip $(CORE_LANE_2))" "$(strip $(CORE_LANE_3))" \
 	$(call lane,$(firstword $(OTHER_SUITES))) $(call lane,$(wordlist 2,99,$(OTHER_SUITES)))
 
 test: install check
