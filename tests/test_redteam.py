@@ -766,6 +766,19 @@ def _own_cgroups() -> set[str]:
     }
 
 
+def _groups_left(before: set[str], timeout: float = 180) -> set[str]:
+    """The sandbox groups made since ``before`` that stay (none, when all were removed).
+
+    Groups are made below a shared parent, so other harnesses on this machine make and
+    remove theirs meanwhile; a group a finished harness left stays for good, so what is
+    left once the others' groups are gone is what ours left.
+    """
+    end = time.monotonic() + timeout
+    while (left := _own_cgroups() - before) and time.monotonic() < end:
+        time.sleep(0.5)
+    return left
+
+
 def _mounts_under(path: Path) -> list[str]:
     return [
         line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(path) in line
@@ -796,7 +809,7 @@ def test_a_workspace_filler_stops_at_its_bound_and_the_run_dir_keeps_the_cap(
     assert row["bounds"] == SMALL and row["labels"] == []
     assert json.loads((run / "manifest.json").read_text())["bounds"] == SMALL
     assert _mounts_under(run) == []
-    assert _own_cgroups() <= before
+    assert _groups_left(before) == set()
 
 
 @needs_bounds
@@ -807,7 +820,7 @@ def test_a_memory_hog_is_killed_at_its_limit_and_fails(itbench: CliFn, tmp_path:
     assert row["status"] == "failed"
     assert "memory limit" in row["error"] and "killed" in row["error"], row["error"]
     assert row["timings"]["agent"] < 20
-    assert _own_cgroups() <= before
+    assert _groups_left(before) == set()
 
 
 @needs_bounds
@@ -942,7 +955,7 @@ def test_a_killed_harness_leaves_no_mount_or_group_after_cleanup(
     assert res.returncode == 0, res.stderr
     assert _mounts_under(run) == []
     assert set(_mounts_under(Path("/tmp/itbench-sandbox-"))) <= set(private)
-    assert _own_cgroups() <= before
+    assert _groups_left(before) == set()
 
 
 @needs_bounds
