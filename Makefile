@@ -43,29 +43,16 @@ typecheck: install
 check: lint typecheck
 
 # One pytest process per suite: each domain's tests are a package of their own named `tests`.
-# Live SRE shops, whose verdicts depend on their timing, run alone: the SRE suite, then the
-# core's llm runs (one of them on an SRE scenario). Everything else (toy trials, moto servers,
-# Rego engines, a Ray cluster, throwaway virtualenvs) then runs in lanes side by side, the
-# suites of a lane (joined by ` ; `) one after another.
-empty :=
-space := $(empty) $(empty)
-lane = "$(subst $(space), ; ,$(strip $(1)))"
-LIVE := tests/test_llm_domains.py
-# The core's other tests in four lanes of about equal length (each lane one pytest process).
-CORE_LANE_1 := tests/test_cluster.py tests/test_process_executor.py tests/test_integrity.py
-CORE_LANE_2 := tests/test_crash.py tests/test_scaffold.py tests/test_imports.py tests/test_docs.py \
-	tests/test_report.py
-CORE_LANE_3 := tests/test_redteam.py tests/test_redteam_core.py tests/test_registration.py \
-	tests/test_llm_agent.py tests/test_registry.py
-CORE_REST := tests $(foreach t,$(LIVE) $(CORE_LANE_1) $(CORE_LANE_2) $(CORE_LANE_3),--ignore=$(t))
-SRE_SUITE := $(wildcard sre/tests)
-# The other domain and plugin suites in two lanes: the first alone, the others in turn.
-OTHER_SUITES := $(filter-out $(SRE_SUITE),$(foreach d,$(DOMAINS) $(PLUGINS),$(wildcard $(dir $(d))tests)))
-LANES := "$(CORE_REST)" "$(CORE_LANE_1)" "$(strip $(CORE_LANE_2))" "$(strip $(CORE_LANE_3))" \
-	$(call lane,$(firstword $(OTHER_SUITES))) $(call lane,$(wordlist 2,99,$(OTHER_SUITES)))
+# The core, SRE and plugin suites run one at a time; CISO, FinOps (moto servers and Rego
+# engines, no timing-sensitive shop) and the core's executor and crash tests (toy trials and
+# a Ray cluster) run side by side.
+CORE_SIDE := tests/test_cluster.py tests/test_crash.py tests/test_process_executor.py
+SUITES := tests $(foreach d,$(DOMAINS) $(PLUGINS),$(wildcard $(dir $(d))tests))
+SIDE_BY_SIDE := $(wildcard ciso/tests finops/tests)
 
 test: install check
-	sh scripts/run-suites.sh $(BIN)/python $(SRE_SUITE) $(LIVE) -- $(LANES)
+	sh scripts/run-suites.sh $(BIN)/python "tests $(foreach t,$(CORE_SIDE),--ignore=$(t))" \
+		$(filter-out tests $(SIDE_BY_SIDE),$(SUITES)) -- "$(CORE_SIDE)" $(SIDE_BY_SIDE)
 
 ## Oracle passes and noop fails every scenario of the catalog (long; not part of `make test`).
 validate: install
