@@ -411,3 +411,38 @@ def test_teardown_and_recover_use_only_paths_the_harness_holds(
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_a_consumer_restarted_while_redis_is_down_resumes_once_it_is_back(
+    domain: SreDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """A routine change restarts the queue's consumer while Redis is down: the consumer waits
+    for Redis instead of dying, so starting Redis (the reference fix) drains the queue."""
+    base = catalog.scenarios["sre/redis-down"]
+    assert isinstance(base, SreSpec)
+    rotated = DecoySpec(
+        kind="tuning", target="notification", key="postgres.password", value="@rotated", after=True
+    )
+    spec = base.model_copy(
+        update={
+            "faults": [FaultSpec(mechanism="redis_down", target="redis")],
+            "decoy_changes": [rotated],
+        }
+    )
+    with live(domain, spec, tmp_path) as env:
+        env.setup()
+        env.inject()
+        env.wait_observable(60)
+        box = Toolbox.of(env.tools())
+        box.call("start", target="redis")
+        since = "time() - max(queue_last_processed_timestamp)"
+
+        def consuming() -> bool:
+            depth = box.call("query", promql="max(queue_depth)")
+            idle = box.call("query", promql=since)
+            if not depth or not idle:
+                return False
+            # The queue is short again and a message was handled in the last few seconds.
+            return float(depth[0]["value"]) <= 4 and float(idle[0]["value"]) < 4
+
+        assert _wait(consuming, 45), box.call("query", promql="max(queue_depth)")

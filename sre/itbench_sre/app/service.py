@@ -493,10 +493,15 @@ class Shop:
         """
         assert self.redis is not None and self.pg is not None
         work_s = 0.9 if self.regressed else 0.0
-        for item in _redis_call(self.redis.lrange, "orders:processing", 0, -1):
-            self._deliver(item, work_s)
+        recovered = False
         while True:
             try:
+                if not recovered:
+                    # Inside the loop: a consumer started while Redis is down waits for it
+                    # rather than dying, and takes up what it left mid-message once it answers.
+                    for item in _redis_call(self.redis.lrange, "orders:processing", 0, -1):
+                        self._deliver(item, work_s)
+                    recovered = True
                 QUEUE_DEPTH.set(self.redis.llen("orders"))
                 item = self.redis.blmove("orders", "orders:processing", 1, "LEFT", "RIGHT")
                 if item is None:
