@@ -268,8 +268,10 @@ def test_html_report_survives_dollar_signs_in_names(
     run = _run(toy_bench, tmp_path / "r", "toy/solver", ["toy/registry-*"])
     store = RunStore(run)
     manifest = store.read_manifest()
-    forged = [r.model_copy(update={"agent": "team$x^$"}) for r in store.results(manifest)]
-    report = build(frames_of([(manifest, forged)]))
+    results = store.results(manifest)
+    # Tables name a run by its label (by default its agent): a label of "$...$".
+    labelled = manifest.config.model_copy(update={"label": "team$x^$"})
+    report = build(frames_of([(manifest.model_copy(update={"config": labelled}), results)]))
     assert "team$x^$" in page(report)
 
 
