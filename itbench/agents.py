@@ -69,6 +69,10 @@ class AgentContext:
             never to be shown to a model or a program.
         deadline: The end of the agent's turn, the same one the task view and the toolbox
             hold (``None`` outside a trial).
+        published: The scenario as the catalog publishes it, before the trial's draw; set
+            only for agents that declare :attr:`AgentSpec.published` (``probe/answer-key``).
+        trial_draw: What the trial's own draw chose (the result's ``drawn``), set with
+            ``published``, so that the answer key can draw differently on purpose.
     """
 
     domain: AnyDomain
@@ -79,6 +83,8 @@ class AgentContext:
     protected: list[Path] = field(default_factory=list)
     seed: int = 0
     deadline: Deadline | None = None
+    published: ScenarioSpec | None = None
+    trial_draw: dict[str, Any] | None = None
 
 
 @dataclass
@@ -103,6 +109,9 @@ class AgentSpec:
             wrong. Called once per run, before any trial.
         needs_sandbox: Whether ``--sandbox none`` takes the agent out of its confinement (true
             for external programs; the model loop has no program to confine).
+        published: When true the factory receives the scenario as published, before the
+            trial's draw (:attr:`AgentContext.published`): what anyone holding the catalog
+            has, never the trial's ground truth.
     """
 
     name: str
@@ -113,6 +122,7 @@ class AgentSpec:
     sandboxed: bool = False
     configure: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     needs_sandbox: bool = True
+    published: bool = False
 
     def labels(self, sandbox: str, *, core: bool) -> list[Label]:
         """The labels of this agent's results under a run's ``sandbox`` setting.

@@ -283,6 +283,18 @@ class Domain(ABC, Generic[SpecT, SubmissionT, EnvT]):
         """
         return None
 
+    def answer_key(self, drawn: SpecT, task: TaskView, toolbox: Toolbox) -> SubmissionT | None:
+        """The answer of someone who holds the catalog but not the trial's secret.
+
+        ``probe/answer-key`` calls it with the published scenario drawn under a public secret
+        (anyone can make that draw from the scenario file and the domain's code); every valid
+        scenario fails the answer. Compute it from ``drawn`` alone, never from what the trial's
+        systems show; acting through ``toolbox`` on names the draw gives is allowed. The
+        default is :meth:`oracle` on that draw, right for a domain whose oracle reads only its
+        spec; a domain whose oracle reads the systems overrides it.
+        """
+        return self.oracle(drawn, task, toolbox)
+
     def reference_sections(self) -> dict[str, str]:
         """Extra sections of this domain's field reference: heading to Markdown body.
 

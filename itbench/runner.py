@@ -796,6 +796,8 @@ class TrialRun:
         self.runner = runner
         self.trial = trial
         self.spec = trial.scenario
+        #: The scenario as published; ``spec`` becomes the trial's draw of it.
+        self.published = trial.scenario
         self.domain: AnyDomain = runner.bench.domains[self.spec.domain]
         self.agent_spec = runner.bench.agents[trial.agent]
         self.timings = Timings()
@@ -1009,6 +1011,8 @@ class TrialRun:
             protected=self.runner.protected_paths(),
             seed=self.trial.seed,
             deadline=deadline,
+            published=self.published if self.agent_spec.published else None,
+            trial_draw=dict(self.drawn) if self.agent_spec.published else None,
         )
         box: dict[str, Any] = {}
 

@@ -20,14 +20,23 @@ def verdict(
 ) -> dict[str, Any]:
     """Whether one scenario is valid: the oracle passed it, noop and every probe failed it.
 
-    A scenario tagged ``control`` expects a plain "no incident" answer, which
-    ``probe/constant`` may give; it alone may pass those.
+    A scenario tagged ``control`` may expect a plain "no incident" answer, which
+    ``probe/constant`` gives; it may pass such a control, and so may ``probe/answer-key``
+    (a plain answer is public by nature). A control that asks for evidence fails the
+    constant, and then the answer key must fail it too: evidence it passes is the same on
+    every trial.
     """
     reasons = []
+    constant = by_agent.get("probe/constant")
+    plain_control = "control" in spec.tags and (
+        "probe/constant" not in agents or (constant is not None and constant.passed)
+    )
     for agent in agents:
         result = by_agent.get(agent)
         allowed = set(_MUST[agent])
         if agent == "probe/constant" and "control" in spec.tags:
+            allowed.add(TrialStatus.passed)
+        if agent == "probe/answer-key" and plain_control:
             allowed.add(TrialStatus.passed)
         if result is None:
             reasons.append(f"{agent} missing")

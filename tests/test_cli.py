@@ -48,16 +48,36 @@ def test_list_filters_by_domain_tag_and_complexity(itbench: CliFn) -> None:
     assert itbench("list", "--domain", "toy", "--complexity", "high", "--json").json() == []
 
 
+PICK = """\
+domain: toy
+id: toy/pick
+goal: One value of the registry is invalid. Name its key and repair it.
+task_types: [localization, mitigation]
+time_limit: 30
+values: {north: 1, south: 2, east: 3, west: 4}
+ground_truth: {key: null, expected: 0}
+candidates: [north, south, east, west]
+"""
+FIXED = ("healthy", "registry-alpha-1", "registry-beta-2", "registry-gamma-3")
+
+
 def test_validate_passes_toy_catalog_and_fails_when_noop_passes(
     itbench: CliFn, tmp_path: Path
 ) -> None:
-    res = itbench("validate", "toy/[hr]*", "--json")
-    assert res.returncode == 0, res.stdout + res.stderr
-    report = res.json()
-    assert report["invalid"] == 0 and len(report["scenarios"]) == 4  # type: ignore[index]
-    # A scenario the oracle cannot solve (its "correct" value is itself invalid).
     cat = tmp_path / "cat" / "toy"
     cat.mkdir(parents=True)
+    (cat / "pick.yaml").write_text(PICK)
+    res = itbench("validate", "toy/[hr]*", "toy/pick", "--scenario-path", str(cat.parent), "--json")
+    verdicts = {s["id"]: s["reasons"] for s in res.json()["scenarios"]}  # type: ignore[index]
+    # The drawn key is a generator; the fixed variants of the registry are answered from the
+    # catalog alone, and so is the control (the toy's constant probe gives no answer, so the
+    # control is not one a constant may pass).
+    assert verdicts == {
+        "toy/pick": [],
+        **{f"toy/{k}": ["probe/answer-key passed it"] for k in FIXED},
+    }
+    assert res.returncode == 1
+    # A scenario the oracle cannot solve (its "correct" value is itself invalid).
     (cat / "unsolvable.yaml").write_text(
         "domain: toy\ngoal: g\ntask_types: [detection]\nvalues: {a: 1}\nground_truth: {key: a, expected: 5000}\n"
     )

@@ -168,7 +168,7 @@ def test_domain_scaffold_is_valid_and_passes_its_tests(venv: Venv) -> None:
     dist = _scaffold(venv, "domain")
     report = _validate(venv, "domain", "kv-lab/*")
     verdicts = {s["id"]: (s["valid"], s["reasons"]) for s in report["scenarios"]}
-    assert verdicts == {"kv-lab/bad-timeout": (True, []), "kv-lab/healthy": (True, [])}
+    assert verdicts == {"kv-lab/bad-setting": (True, []), "kv-lab/healthy": (True, [])}
     assert report["invalid"] == 0
     _own_tests(venv, dist)
     assert processes_under(dist) == []

@@ -104,6 +104,18 @@ class CisoDomain(Domain[CisoSpec, CisoSubmission, CisoEnvironment]):
             return probes.thrash(task, toolbox)
         return None
 
+    def answer_key(
+        self, drawn: CisoSpec, task: TaskView, toolbox: Toolbox
+    ) -> CisoSubmission | None:
+        """The reference artifacts with the catalog's defaults.
+
+        No waiver, no organization's value: nothing read from the trial's requirement or
+        systems.
+        """
+        from itbench_ciso.oracle import reference
+
+        return reference(drawn)
+
     def reference_sections(self) -> dict[str, str]:
         """The scenario families with what each submits, and the check library."""
         return library_sections()

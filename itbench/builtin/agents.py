@@ -5,22 +5,29 @@ The agents: ``noop``, ``oracle``, ``baseline``, ``command``, ``llm``, ``human`` 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from itbench import leakprobe
 from itbench.agents import Agent, AgentContext, AgentSpec, BaselineAgent, NoopAgent, OracleAgent
 from itbench.chat import configure as configure_llm
 from itbench.command import MCP_OPTION, CommandAgent, configure_program
 from itbench.command import configure as configure_command
+from itbench.domain import TrialContext
 from itbench.human import HumanAgent
 from itbench.llm import LlmAgent
 from itbench.markers import hookimpl
-from itbench.models import MODEL_OPTION, Submission, TaskView
+from itbench.models import MODEL_OPTION, ScenarioSpec, Submission, TaskView
 from itbench.options import OptionSpec
 from itbench.tools import Toolbox
 
 #: The probe agents ``itbench validate`` runs beside oracle and noop; each must fail.
-PROBES = ("probe/leak", "probe/constant", "probe/thrash")
+PROBES = ("probe/leak", "probe/constant", "probe/thrash", "probe/answer-key")
+#: The secret of the answer key's draws: public, so anyone holding the catalog can make them.
+ANSWER_KEY_SECRET = b"itbench public answer key"
+#: How many public draws the answer key compares with the trial's own.
+ANSWER_KEY_DRAWS = 16
 _LEAK_IN_SANDBOX = "/opt/itbench/leakprobe.py"
 
 
@@ -39,6 +46,72 @@ class DomainProbe(Agent):
     def run(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
         """Run the domain's probe."""
         return self.domain.probe(self.kind, task, toolbox)
+
+
+class AnswerKeyProbe(Agent):
+    """The answer a memorizer of the public catalog gives: the domain's, for a public draw.
+
+    Everything a scenario publishes (its file, the domain's code and docs) lets anyone draw it
+    under a secret of their own and solve that draw; only the trial's secret is out of reach.
+    This probe draws the published scenario under public secrets and submits the domain's
+    answer for one of those draws (:meth:`itbench.domain.Domain.answer_key`, by default the
+    oracle's). Of :data:`ANSWER_KEY_DRAWS` public draws it takes the one that differs most
+    from the trial's own, so that it does not pass by sharing the trial's draw; a problem
+    whose answer does not depend on its draw or its systems (a fixed target, a fixed
+    parameter, a fixed text) is still passed, and ``itbench validate`` calls it invalid.
+    """
+
+    def __init__(self, ctx: AgentContext) -> None:
+        super().__init__()
+        if ctx.published is None or ctx.trial_dir is None:
+            raise ValueError("the answer-key probe needs the published scenario")
+        self.domain = ctx.domain
+        self.published = ctx.published
+        self.trial_draw = ctx.trial_draw or {}
+        self.trial_dir = ctx.trial_dir
+        self.options = dict(ctx.options)
+
+    def public_draw(self, task: TaskView) -> ScenarioSpec:
+        """The public draw that differs most from the trial's (the first one on a tie)."""
+        best: tuple[int, ScenarioSpec] | None = None
+        mine = _leaves(self.trial_draw)
+        for n in range(ANSWER_KEY_DRAWS):
+            public = TrialContext(
+                trial_id="answer-key",
+                seed=n,
+                trial_dir=self.trial_dir,
+                workspace=task.workspace,
+                port_base=0,
+                port_count=0,
+                options=self.options,
+                secret=ANSWER_KEY_SECRET,
+            )
+            spec, record = self.domain.draw(self.published, public)
+            theirs = _leaves(record)
+            distance = sum(mine.get(k) != theirs.get(k) for k in mine.keys() | theirs.keys())
+            if best is None or distance > best[0]:
+                best = (distance, spec)
+        assert best is not None
+        return best[1]
+
+    def run(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
+        """Answer a public draw of the scenario."""
+        return self.domain.answer_key(self.public_draw(task), task, toolbox)
+
+
+def _leaves(value: Any, path: str = "") -> dict[str, str]:
+    """A JSON value as its leaves: path to the leaf's JSON text."""
+    if isinstance(value, dict):
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            out.update(_leaves(v, f"{path}/{k}"))
+        return out
+    if isinstance(value, list):
+        out = {}
+        for i, v in enumerate(value):
+            out.update(_leaves(v, f"{path}/{i}"))
+        return out
+    return {path: json.dumps(value, sort_keys=True, default=str)}
 
 
 def _leak(ctx: AgentContext) -> CommandAgent:
@@ -100,6 +173,13 @@ def itbench_register_agents() -> list[AgentSpec]:
             lambda ctx: DomainProbe(ctx, "thrash"),
             "Acts on everything (restarts, rollbacks, stops) and answers the constant; "
             "every valid scenario fails it.",
+        ),
+        AgentSpec(
+            "probe/answer-key",
+            AnswerKeyProbe,
+            "The oracle's answer for a draw anyone can make from the public catalog, not the "
+            "trial's own; every valid scenario fails it.",
+            published=True,
         ),
     ]
 

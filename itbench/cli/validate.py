@@ -69,7 +69,9 @@ def validate(
 
     The probes are `probe/leak` (looks for the answer outside the environment, from the
     sandbox), `probe/constant` (a fixed plausible answer; scenarios tagged `control` may pass
-    it) and `probe/thrash` (acts on everything). A scenario any of them passes is invalid,
+    it), `probe/thrash` (acts on everything) and `probe/answer-key` (the answer to a draw
+    anyone can make from the public catalog, not the trial's own; a control the constant
+    passes may pass it too). A scenario any of them passes is invalid,
     with the agent named. Exits 1 when any selected scenario is invalid, and when scenario
     files are rejected: any of the catalog without a PATTERN, with `--strict` those whose
     intended id (the file's `id:`, else its name) a PATTERN matches. Plugin flags (see
