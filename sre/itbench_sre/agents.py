@@ -59,6 +59,30 @@ def oracle(spec: SreSpec, toolbox: Toolbox, handle: str = "") -> SreSubmission:
     )
 
 
+def answer_key(spec: SreSpec, toolbox: Toolbox) -> SreSubmission:
+    """The answer to another draw of the scenario: its truth, its reference fixes attempted.
+
+    The static propagation chain stands for the spread (nobody measured this draw), and a fix
+    the trial's shop refuses (another service's history, another key) is skipped, as a
+    memorized script's failing step would be.
+    """
+    truth = spec.truth()
+    if not truth.incident:
+        return SreSubmission(incident=False, benign=list(truth.benign))
+    if "mitigation" in spec.task_types:
+        for f in spec.faults:
+            mech = faults.get(f.mechanism)
+            for tool, args in mech.fix(f.chosen, f.merged_params()) if mech.fix else []:
+                with contextlib.suppress(ToolError):
+                    toolbox.call(tool, **args)
+    return SreSubmission(
+        incident=True,
+        root_causes=list(truth.root_causes),
+        fault_type=truth.fault_types[0] if truth.fault_types else None,
+        propagation=list(truth.propagation),
+    )
+
+
 def _rollback_past_follow_up(toolbox: Toolbox, service: str) -> None:
     """Roll back the fault's revision and keep the routine change that came after it.
 

@@ -65,6 +65,10 @@ class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
         """Ground truth plus the reference fix, through the tools."""
         return agents.oracle(spec, toolbox, task.handle)
 
+    def answer_key(self, drawn: SreSpec, task: TaskView, toolbox: Toolbox) -> SreSubmission | None:
+        """The public draw's diagnosis, with its reference fixes tried on the trial's shop."""
+        return agents.answer_key(drawn, toolbox)
+
     def baseline(self, task: TaskView, toolbox: Toolbox) -> SreSubmission | None:
         """The deterministic heuristic agent."""
         return agents.baseline(task, toolbox)
