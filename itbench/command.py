@@ -44,7 +44,7 @@ import stat
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -178,6 +178,41 @@ class _Capture(threading.Thread):
                 self.total += len(chunk)
 
 
+def command_argv(command: Any) -> list[str]:
+    """A ``agent_command`` option as its arguments: a string is split as a shell would.
+
+    Raises:
+        ValueError: the string does not split (an unclosed quote).
+    """
+    if isinstance(command, str):
+        return shlex.split(command)
+    return [str(c) for c in command or []]
+
+
+def program_dir(options: Mapping[str, Any], argv: Sequence[str] | None = None) -> Path | None:
+    """The directory of a ``command`` agent's program, bound read-only into its sandbox.
+
+    ``agent_dir`` when the options give it, else the directory of the command's first
+    argument that is a file of its own (:func:`itbench.sandbox.agent_dir_for`); ``None`` when
+    the command names none. The runner (to refuse a program inside the run directory), the
+    agent (to bind it) and ``leaderboard add``/``verify`` (to keep and re-run it) all ask here.
+
+    Args:
+        options: The run's options.
+        argv: The command's arguments, when already split (else split from the options; a
+            command that does not split names no directory).
+    """
+    raw = options.get(AGENT_DIR_OPTION)
+    if raw:
+        return Path(str(raw)).resolve()
+    if argv is None:
+        try:
+            argv = command_argv(options.get(COMMAND_OPTION))
+        except ValueError:
+            return None
+    return agent_dir_for(argv)
+
+
 class CommandAgent(Agent):
     """Runs ``--option agent_command='...'`` as the agent."""
 
@@ -208,13 +243,12 @@ class CommandAgent(Agent):
         command = argv if argv is not None else ctx.options.get(COMMAND_OPTION)
         if not command:
             raise ValueError(f"the command agent needs --option {COMMAND_OPTION}='PROGRAM ARGS'")
-        self.argv = shlex.split(command) if isinstance(command, str) else [str(c) for c in command]
+        self.argv = command_argv(command)
         self.sandboxed = self.confined = ctx.sandbox != "none"
         self.log_dir = ctx.trial_dir
         self.protected = list(ctx.protected)
         self.redactor = Redactor([*self.protected, *([ctx.trial_dir] if ctx.trial_dir else [])])
-        raw_dir = ctx.options.get(AGENT_DIR_OPTION)
-        self.agent_dir = Path(raw_dir).resolve() if raw_dir else agent_dir_for(self.argv)
+        self.agent_dir = program_dir(ctx.options, self.argv)
         self.cap = int(ctx.options.get(OUTPUT_CAP_OPTION, OUTPUT_CAP))
         self.extra_ports = extra_ports(ctx.options.get(PORTS_OPTION))
         self.bounds = bounds.Bounds.from_options(ctx.options)

@@ -10,7 +10,6 @@ import logging
 import math
 import os
 import secrets
-import shlex
 import shutil
 import threading
 import time
@@ -32,7 +31,7 @@ from itbench.bounds import Bounds, bounds_problem, warn_once
 from itbench.catalog import catalog_versions
 from itbench.cgroups import remove_recorded
 from itbench.chat import ModelUnavailable
-from itbench.command import AGENT_DIR_OPTION, COMMAND_OPTION
+from itbench.command import program_dir
 from itbench.deadline import Deadline
 from itbench.domain import AnyDomain, Environment, TrialContext
 from itbench.errors import IntegrityError, RunDirError, UsageError, validation_problem
@@ -58,7 +57,6 @@ from itbench.provenance import (
     host_info,
     package_versions,
 )
-from itbench.sandbox import agent_dir_for
 from itbench.store import EVALUATION, TRIAL_RECORD, RunStore
 from itbench.tools import Toolbox
 from itbench.workspace_fs import unmount_all, unmount_noted
@@ -326,14 +324,7 @@ class Runner:
             UsageError: the program's directory (``agent_dir``, or the command's own) lies in
                 the run directory.
         """
-        options = self.config.options
-        raw, command = options.get(AGENT_DIR_OPTION), options.get(COMMAND_OPTION)
-        directory: Path | None = None
-        if raw:
-            directory = Path(str(raw)).resolve()
-        elif isinstance(command, str):
-            with contextlib.suppress(ValueError):
-                directory = agent_dir_for(shlex.split(command))
+        directory = program_dir(self.config.options)
         if directory is not None and directory.is_relative_to(self.run_dir):
             raise UsageError(
                 f"the agent's program directory {directory} is inside the run directory "

@@ -137,6 +137,23 @@ def test_leaderboard_shows_infrastructure_errors(
     assert "errors" in header or "scored" in header or any("error" in n for n in row["notes"]), md
 
 
+def test_leaderboard_rows_of_one_agent_kind_keep_their_labels_apart(
+    toy_bench: Any, tmp_path: Path, state: Path
+) -> None:
+    """Two labelled runs of one agent are two rows named by their labels, never merged."""
+    from itbench.report.leaderboard import add_run
+
+    board = tmp_path / "board"
+    a = _run(toy_bench, tmp_path / "a", "toy/solver", ["toy/*"], label="solver-v1")
+    b = _run(toy_bench, tmp_path / "b", "toy/solver", ["toy/*"], label="solver-v2")
+    add_run(a, board, "a", "0.1.0", toy_bench, provenance=False)
+    add_run(b, board, "b", "0.1.0", toy_bench, provenance=False)
+    md, data, refused = _board(toy_bench, board)
+    assert refused == []
+    assert sorted(r["label"] for r in data["rows"]) == ["solver-v1", "solver-v2"]
+    assert "| solver-v1 (toy/solver) |" in md and "| solver-v2 (toy/solver) |" in md, md
+
+
 def test_leaderboard_markdown_cannot_be_broken_by_a_model_name(
     toy_bench: Any, tmp_path: Path, state: Path
 ) -> None:

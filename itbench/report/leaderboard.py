@@ -514,6 +514,8 @@ def _rows(entries: list[Entry], domain: str | None) -> list[dict[str, Any]]:
         rows.append(
             {
                 "agent": e.summary.agent,
+                # The run's --label: two programs or set-ups of one agent kind stay apart.
+                "label": e.manifest.config.label,
                 "model": e.summary.model,
                 "entry": e.summary.name,
                 "trials": int(s["trials"]),
@@ -561,7 +563,8 @@ def _markdown(board: str, rows: list[dict[str, Any]]) -> str:
     ]
     for r in rows:
         rate = r["pass_rate"]
-        cells = [r["agent"], r["model"] or "–", str(r["trials"]), str(r["errors"])]
+        agent = r["agent"] if not r["label"] else f"{r['label']} ({r['agent']})"
+        cells = [agent, r["model"] or "–", str(r["trials"]), str(r["errors"])]
         cells.append("–" if rate is None else f"{rate:.3f} ± {r['pass_rate_se']:.3f}")
         ci = "–" if r["ci_low"] is None else f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
         cells.append(ci)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-import shlex
 import shutil
 from collections import Counter
 from datetime import UTC, datetime
@@ -106,17 +105,16 @@ def copy_agent(program_dir: Path, entry: Path) -> str:
 
 def agent_program(config: RunConfig) -> Path | None:
     """The program directory of a run's ``command`` agent (``None`` for other agents)."""
-    from itbench.command import AGENT_DIR_OPTION, COMMAND_OPTION
-    from itbench.sandbox import SYSTEM_DIRS, agent_dir_for
+    from itbench.command import COMMAND_OPTION, command_argv, program_dir
+    from itbench.sandbox import SYSTEM_DIRS
 
     if config.agent != "command":
         return None
-    options = config.options
-    if options.get(AGENT_DIR_OPTION):
-        return Path(str(options[AGENT_DIR_OPTION]))
-    command = options.get(COMMAND_OPTION)
-    argv = shlex.split(command) if isinstance(command, str) else [str(c) for c in command or []]
-    found = agent_dir_for(argv)
+    try:
+        argv = command_argv(config.options.get(COMMAND_OPTION))
+    except ValueError:
+        argv = []
+    found = program_dir(config.options, argv)
     if found is not None:
         return found
     # Gone since the run (a re-run uses the entry's copy): the directory of the first absolute

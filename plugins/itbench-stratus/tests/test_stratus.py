@@ -72,7 +72,7 @@ def test_a_wrong_first_mitigation_is_undone_and_the_second_succeeds(tmp_path: Pa
                 # Long enough quiet that a fault whose alerts flap is not taken for fixed: on a
                 # busy machine missed scrapes leave the 3 s error-rate window empty for a while,
                 # and 10 s of quiet once let the wrong first attempt pass.
-                "stratus_validate_seconds": 60,
+                "stratus_validate_seconds": 90,
                 "stratus_quiet_seconds": 20,
             },
         )
