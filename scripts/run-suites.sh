@@ -4,7 +4,9 @@
 # word, or several in quotes: paths and pytest options, split on spaces).
 # The serial suites run one after another (the SRE shops are sensitive to a busy machine); the
 # parallel ones (moto servers, Rego engines) run side by side, each with its output kept apart
-# and printed whole when it ends. Exits 1 when any suite fails.
+# and printed whole when it ends; each with a base temporary directory of its own (pytest's
+# default one keeps only the last three runs' directories, so processes started side by side
+# can delete each other's). Exits 1 when any suite fails.
 set -u
 py=$1
 shift
@@ -21,7 +23,8 @@ i=0
 for s in "$@"; do
     i=$((i + 1))
     # shellcheck disable=SC2086
-    ( "$py" -m pytest --durations=10 --tb=short $s >"$logs/$i.log" 2>&1; echo $? >"$logs/$i.rc" ) &
+    ( "$py" -m pytest --durations=10 --tb=short --basetemp="$logs/tmp-$i" $s >"$logs/$i.log" 2>&1
+      echo $? >"$logs/$i.rc" ) &
 done
 wait
 i=0
