@@ -20,7 +20,9 @@ from itbench_ciso.checks.linux_host import (
     DPKG_STATUS,
     ETC_UNITS,
     MODPROBE,
+    PASSWD,
     PROC_MODULES,
+    SHADOW,
     SYSCTL,
     SYSCTL_D,
     SYSCTL_KEYS,
@@ -661,3 +663,163 @@ AUDIT_KIND = Kind(
 KINDS: dict[str, Kind] = {
     k.check: k for k in (PACKAGES, SERVICES, MODULES, SYSCTL_KIND, MODES_KIND, AUDIT_KIND)
 }
+
+
+# --- accounts ---------------------------------------------------------------------------------
+
+#: Break-glass accounts an organization may allow UID 0.
+BREAK_GLASS = ("toor", "breakglass", "rescue", "recovery", "emergency")
+
+
+def _uid0_derive(values: Values) -> linux.LinuxCheck:
+    allowed = _split(values[0])
+    other = next(a for a in BREAK_GLASS if a not in allowed)
+    a0, a1 = allowed[0], allowed[-1]
+    base = linux.by_id("linux-uid0-only-root")
+
+    def ok(host: Host) -> bool:
+        for line in linux._content(host, PASSWD).split("\n"):
+            f = line.split(":")
+            uid0 = len(f) > 2 and f[2].isdigit() and int(f[2]) == 0
+            if uid0 and f[0] not in ("root", *allowed):
+                return False
+        return True
+
+    rego = f"""allowed_uid0 := {_rego_set(["root", *allowed])}
+
+violations contains fields[0] if {{
+	some line in lines("/etc/passwd")
+	fields := split(line, ":")
+	count(fields) > 2
+	regex.match(`^0+$`, fields[2])
+	not allowed_uid0[fields[0]]
+}}"""
+
+    def account(name: str, uid: str = "0") -> Mutation:
+        return append(PASSWD, f"{name}:x:{uid}:0:break-glass:/root:/bin/bash\n")
+
+    bad = {
+        "toor2 with UID 0": account("toor2"),
+        f"unlisted {other} with UID 0": account(other),
+        f"{a0}-old with UID 0": account(f"{a0}-old"),
+        "deploy with UID 0": edit(PASSWD, lambda t: t.replace("deploy:x:1000:", "deploy:x:0:")),
+        f"{a1.upper()} (another name) with UID 00": account(a1.upper(), "00"),
+    }
+    near = {
+        f"{a0} with UID 0": account(a0),
+        f"{a1} with UID 00": account(a1, "00"),
+        f"{other} with UID 1005": account(other, "1005"),
+        "GID 0 only": append(PASSWD, "operator:x:11:0:operator:/root:/usr/sbin/nologin\n"),
+        f"{a0} above root": edit(PASSWD, lambda t: f"{a0}:x:0:0::/root:/bin/bash\n" + t),
+    }
+    return dataclasses.replace(base, rego=rego, ok=ok, bad=bad, near=near)
+
+
+UID0 = Kind(
+    check="linux-uid0-only-root",
+    params=(
+        Param(
+            "the break-glass accounts allowed UID 0",
+            ("uid0_allowed", "accounts.uid0_exempt", "break_glass_accounts"),
+            is_list=True,
+        ),
+    ),
+    rules=(
+        "Ensure root is the only UID 0 account (CIS 6.2.9), apart from the break-glass "
+        "accounts the organization has approved: no other account of /etc/passwd may have UID "
+        "0 (written with any number of zeros).",
+        "Only root and the organization's approved break-glass accounts may have UID 0 in "
+        "/etc/passwd (CIS 6.2.9); any other account whose UID field is all zeros violates.",
+    ),
+    draw=lambda rng: (_sample(rng, BREAK_GLASS, rng.choice((1, 2))),),
+    decoy=lambda rng, values: _other(rng, BREAK_GLASS, values),
+    setup=lambda values: append(
+        PASSWD, "".join(f"{a}:x:0:0:break-glass:/root:/bin/bash\n" for a in _split(values[0]))
+    ),
+    derive=_uid0_derive,
+)
+
+
+#: System accounts an organization may require to be locked (all in the clean shadow file).
+LOCKED_POOL = ("daemon", "bin", "sshd", "_chrony", "deploy")
+
+
+def _locked(field: str) -> bool:
+    return field.startswith(("!", "*"))
+
+
+def _shadow_set(name: str, password: str) -> Mutation:
+    return edit(
+        SHADOW, lambda t: re.sub(rf"(?m)^{re.escape(name)}:[^:]*:", f"{name}:{password}:", t)
+    )
+
+
+def _empty_derive(values: Values) -> linux.LinuxCheck:
+    must_lock = _split(values[0])
+    other = next(a for a in LOCKED_POOL if a not in must_lock)
+    a0, a1 = must_lock[0], must_lock[-1]
+    base = linux.by_id("linux-empty-passwords")
+
+    def ok(host: Host) -> bool:
+        entries = [ln.split(":") for ln in linux._content(host, SHADOW).split("\n") if ln]
+        empty = any(len(f) > 1 and f[1] == "" for f in entries)
+        unlocked = any(len(f) > 1 and f[0] in must_lock and not _locked(f[1]) for f in entries)
+        return not empty and not unlocked
+
+    rego = f"""must_be_locked := {_rego_set(must_lock)}
+
+violations contains fields[0] if {{
+	some line in lines("/etc/shadow")
+	fields := split(line, ":")
+	count(fields) > 1
+	fields[1] == ""
+}}
+
+violations contains fields[0] if {{
+	some line in lines("/etc/shadow")
+	fields := split(line, ":")
+	count(fields) > 1
+	must_be_locked[fields[0]]
+	not startswith(fields[1], "!")
+	not startswith(fields[1], "*")
+}}"""
+    bad = {
+        "a guest without a password": append(SHADOW, "guest::19960:0:99999:7:::\n"),
+        f"{a0} with a password hash": _shadow_set(a0, "$6$rounds=5000$Xy7q$Mn3bV8sT"),
+        f"{a1} unlocked with a hash": _shadow_set(a1, "$y$j9T$Qw2e$Rt5yU8iO"),
+        f"{a0} without a password": _shadow_set(a0, ""),
+        f"{a1} with a plain-looking value": _shadow_set(a1, "x"),
+    }
+    near = {
+        f"{a0} locked with !!": _shadow_set(a0, "!!"),
+        f"{other} with a password hash": _shadow_set(other, "$6$rounds=5000$Ab1c$De2fG3hI"),
+        f"{a1} with a locked hash": _shadow_set(a1, "!$6$rounds=5000$Zz9y$Xx8wV7u"),
+        f"{a0} locked with *": _shadow_set(a0, "*"),
+        "a locked guest": append(SHADOW, "guest:!:19960:0:99999:7:::\n"),
+    }
+    return dataclasses.replace(base, rego=rego, ok=ok, bad=bad, near=near)
+
+
+EMPTY = Kind(
+    check="linux-empty-passwords",
+    params=(
+        Param(
+            "the accounts whose password must be locked",
+            ("locked_accounts", "accounts.must_lock", "no_login_accounts"),
+            is_list=True,
+        ),
+    ),
+    rules=(
+        "Ensure /etc/shadow password fields are not empty (CIS 6.2.1), and that every account "
+        "the organization lists has a locked password: its field must start with ! or *.",
+        "No account of /etc/shadow may have an empty password field (CIS 6.2.1); besides, the "
+        "password field of each account on the organization's list must be locked (starting "
+        "with ! or *).",
+    ),
+    draw=lambda rng: (_sample(rng, LOCKED_POOL, 2),),
+    decoy=lambda rng, values: _other(rng, LOCKED_POOL, values),
+    setup=lambda values: both(*(_shadow_set(a, "!") for a in _split(values[0]))),
+    derive=_empty_derive,
+)
+
+KINDS.update({k.check: k for k in (UID0, EMPTY)})
