@@ -20,6 +20,7 @@ from itbench_ciso.checks.linux_host import (
     PWQUALITY,
     SSHD,
     SSHD_D,
+    SUDOERS,
     Host,
     HostFile,
     Mutation,
@@ -523,6 +524,129 @@ SSHD_KIND = Kind(
 )
 
 
+# --- sudo -------------------------------------------------------------------------------------
+
+SUDO_LOGS = (
+    "/var/log/sudo.log",
+    "/var/log/sudo/sudo.log",
+    "/var/log/audit/sudo.log",
+    "/var/log/secure/sudo-commands.log",
+)
+
+
+def sudo_logfile(host: Host) -> str | None:
+    """The logfile sudo's effective Defaults set (includes read in place; the last wins)."""
+    found: str | None = None
+
+    def read(path: str) -> None:
+        nonlocal found
+        for line in linux._content(host, path).split("\n"):
+            t = line.strip()
+            w = t.split()
+            if w and w[0] in ("@includedir", "#includedir") and len(w) > 1:
+                d = w[1].rstrip("/") + "/"
+                for inc in sorted(p for p in host if p.startswith(d) and "/" not in p[len(d) :]):
+                    name = inc[len(d) :]
+                    if "." not in name and not name.endswith("~"):
+                        read(inc)
+                continue
+            if not w or w[0] != "Defaults":
+                continue
+            for opt in re.split(r"[\s,]+", t[len("Defaults") :].strip()):
+                if opt.startswith("logfile="):
+                    found = opt[len("logfile=") :].strip('"')
+
+    read(SUDOERS)
+    return found
+
+
+def _sudo_derive(values: Values) -> linux.LinuxCheck:
+    path = values[0]
+    other = next(p for p in SUDO_LOGS if p != path)
+    base = linux.by_id("linux-sudo-use-pty")
+
+    def ok(host: Host) -> bool:
+        return linux.sudo_use_pty(host) and sudo_logfile(host) == path
+
+    rego = (
+        base.rego
+        + f"""
+logfiles := [trim(substring(opt, 8, -1), `"`) |
+	some line in lines("/etc/sudoers")
+	some l in expand(line)
+	t := trim_space(l)
+	parts := regex.split(`\\s+`, t)
+	parts[0] == "Defaults"
+	some opt in regex.split(`[\\s,]+`, trim_space(substring(t, 8, -1)))
+	startswith(opt, "logfile=")
+]
+
+violations contains "no logfile" if count(logfiles) == 0
+
+violations contains "another logfile" if logfiles[count(logfiles) - 1] != {json.dumps(path)}
+"""
+    )
+    main = f'Defaults\tlogfile="{path}"\n'
+
+    def dropin(name: str, text: str) -> Mutation:
+        return put(f"/etc/sudoers.d/{name}", HostFile(text, 0o440))
+
+    bad = {
+        "use_pty removed": edit(SUDOERS, lambda t: t.replace("Defaults\tuse_pty\n", "")),
+        "the logfile line removed": edit(SUDOERS, lambda t: t.replace(main, "")),
+        f"logging to {other}": edit(SUDOERS, lambda t: t.replace(path, other)),
+        f"a later drop-in logs to {other}": dropin("zz-logging", f"Defaults logfile={other}\n"),
+        "the logfile only in a file sudo skips": both(
+            edit(SUDOERS, lambda t: t.replace(main, "")),
+            dropin("logging.conf", f'Defaults logfile="{path}"\n'),
+        ),
+    }
+    near = {
+        "in a list with use_pty": edit(
+            SUDOERS,
+            lambda t: t.replace(main, "").replace(
+                "Defaults\tuse_pty", f"Defaults\tuse_pty,logfile={path}"
+            ),
+        ),
+        f"an earlier logfile {other} is overridden": edit(
+            SUDOERS, lambda t: f"Defaults logfile={other}\n" + t
+        ),
+        "the logfile in sudoers.d": both(
+            edit(SUDOERS, lambda t: t.replace(main, "")),
+            dropin("20-logging", f'Defaults\tlogfile="{path}"\n'),
+        ),
+        f"a skipped file logs to {other}": dropin("old.conf", f"Defaults logfile={other}\n"),
+        "log_input too": edit(SUDOERS, lambda t: t + "Defaults\tlog_input\n"),
+    }
+    return dataclasses.replace(base, rego=rego, ok=ok, bad=bad, near=near)
+
+
+SUDO_KIND = Kind(
+    check="linux-sudo-use-pty",
+    params=(
+        Param("the sudo log file", ("sudo_logfile", "sudo.log_path", "privileged_command_log")),
+    ),
+    rules=(
+        "Ensure sudo commands use pty and sudo logs to the organization's file (CIS 5.3.2, "
+        "5.3.3): sudo's effective Defaults, from /etc/sudoers and the files it includes (the "
+        "last setting counts), must set use_pty, and their logfile must be the organization's "
+        "sudo log file.",
+        "Sudo (CIS 5.3.2, 5.3.3) runs commands in a pseudo-terminal and logs where the "
+        "organization says: the effective Defaults of /etc/sudoers and what it includes (last "
+        "one wins) enable use_pty and set logfile to the organization's sudo log file.",
+    ),
+    draw=lambda rng: (rng.choice(SUDO_LOGS),),
+    decoy=lambda rng, values: (rng.choice([p for p in SUDO_LOGS if p != values[0]]),),
+    setup=lambda values: edit(
+        SUDOERS,
+        lambda t: t.replace(
+            "Defaults\tuse_pty\n", f'Defaults\tuse_pty\nDefaults\tlogfile="{values[0]}"\n'
+        ),
+    ),
+    derive=_sudo_derive,
+)
+
+
 KINDS: dict[str, Kind] = {
-    k.check: k for k in (AGING, UMASK, PWQUALITY_KIND, FAILLOCK_KIND, SSHD_KIND)
+    k.check: k for k in (AGING, UMASK, PWQUALITY_KIND, FAILLOCK_KIND, SSHD_KIND, SUDO_KIND)
 }
