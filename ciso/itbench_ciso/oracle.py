@@ -42,13 +42,21 @@ def reference(
             policies=updated_set(spec.policy_set, spec.changed, spec.check, policy)
         )
     if spec.family == "linux":
-        from itbench_ciso.checks import hostparams
+        from itbench_ciso.checks import hostparams, linuxparams
 
         host_check = linux.by_id(spec.check)
         hosts = sorted((workspace / "hosts").iterdir()) if workspace is not None else []
-        ports = hostparams.read(requirement or "", hosts[0]) if hosts else None
+        ports = (
+            hostparams.read(requirement or "", hosts[0])
+            if hosts and spec.check == hostparams.CHECK
+            else None
+        )
         if ports is not None:
             host_check = hostparams.derive(ports)
+        elif hosts:
+            host_check = (
+                linuxparams.derive_from(spec.check, requirement or "", hosts[0]) or host_check
+            )
         return CisoSubmission(playbook=host_check.playbook(), policy=host_check.policy())
     account_check = cloud.by_id(spec.check)
     return CisoSubmission(collector=account_check.collector(), policy=account_check.policy())

@@ -16,7 +16,7 @@ from itbench_ciso.spec import CisoSpec, CisoSubmission
 from itbench.catalog import Catalog
 from itbench.testing import processes_under
 
-from .conftest import judge, live
+from .conftest import judge, live, toolbox_and_task
 
 BROKEN = "package compliance\n\nimport rego.v1\n\nviolations contains x if {\n\tx := [1, 2\n}\n"
 
@@ -108,18 +108,21 @@ def test_playbooks_with_ansible_tags_run(
     """``!unsafe`` (a value Ansible never templates) is valid Ansible and is run as such."""
     spec = catalog.scenarios["ciso/linux-sshd"]
     assert isinstance(spec, CisoSpec)
-    ref = reference(spec)
-    tagged = ref.playbook.replace(
-        "  vars:\n", "  vars:\n    literal: !unsafe '{{ never templated }}'\n", 1
-    ).replace(
-        "  tasks:\n",
-        "  tasks:\n    - name: Show a literal\n      ansible.builtin.debug:\n"
-        '        msg: "{{ literal }}"\n',
-        1,
-    )
-    assert "!unsafe" in tagged and "Show a literal" in tagged
-    assert playbook_problem(tagged) is None
     with live(domain, spec, tmp_path) as (env, ctx):
+        # The reference reading the trial's own values (the organization's baseline).
+        _, task = toolbox_and_task(domain, spec, env, ctx)
+        ref = reference(spec, str(task.context["requirement"]), task.workspace)
+        assert ref.playbook is not None
+        tagged = ref.playbook.replace(
+            "  vars:\n", "  vars:\n    literal: !unsafe '{{ never templated }}'\n", 1
+        ).replace(
+            "  tasks:\n",
+            "  tasks:\n    - name: Show a literal\n      ansible.builtin.debug:\n"
+            '        msg: "{{ literal }}"\n',
+            1,
+        )
+        assert "!unsafe" in tagged and "Show a literal" in tagged
+        assert playbook_problem(tagged) is None
         result = judge(domain, spec, env, ctx, CisoSubmission(playbook=tagged, policy=ref.policy))
     assert result.details["playbook"]["status"] == "successful", result.details["playbook"]
     assert result.metrics["evidence_collected"] == 1.0

@@ -30,7 +30,7 @@ from itbench_ciso.spec import CisoSpec, CisoSubmission
 from itbench.catalog import Catalog
 from itbench.models import RunConfig, TrialStatus
 
-from .conftest import judge, live
+from .conftest import judge, live, toolbox_and_task
 
 needs_sandbox = pytest.mark.skipif(sandbox_problem() is not None, reason=str(sandbox_problem()))
 
@@ -172,12 +172,14 @@ def test_no_ground_truth_is_on_disk_while_the_judges_playbook_runs(
 ) -> None:
     spec = catalog.scenarios["ciso/linux-sshd"]
     assert isinstance(spec, CisoSpec)
-    ref = reference(spec)
-    slow = ref.playbook.replace(  # type: ignore[union-attr]
-        "  tasks:\n", "  tasks:\n    - ansible.builtin.pause:\n        seconds: 3\n", 1
-    )
     seen: list[bool] = []
     with live(domain, spec, tmp_path) as (env, ctx):
+        # The reference reading the trial's own values (the organization's baseline).
+        _, task = toolbox_and_task(domain, spec, env, ctx)
+        ref = reference(spec, str(task.context["requirement"]), task.workspace)
+        slow = ref.playbook.replace(  # type: ignore[union-attr]
+            "  tasks:\n", "  tasks:\n    - ansible.builtin.pause:\n        seconds: 3\n", 1
+        )
         truth = ctx.trial_dir / "hidden-variants.json"
         stop = threading.Event()
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from itbench_ciso.checks import k8sparams
 from itbench_ciso.checks.k8s import (
     REGISTRY,
     UNPINNED_REGO,
@@ -78,6 +79,8 @@ class Kind:
         heading: The heading of the document section listing them.
         draw: Draws the organization's values.
         derive: The check with the organization's values: truth, mutations and reference.
+        guarded: Whether the namespaces keeping the values get a network policy (for a rule
+            on every namespace).
     """
 
     check: str
@@ -87,6 +90,7 @@ class Kind:
     heading: str
     draw: Callable[[random.Random], tuple[str, ...]]
     derive: Callable[[K8sCheck, tuple[str, ...]], K8sCheck]
+    guarded: bool = False
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,10 @@ class OrgParams:
             out += _place(self.home, self.values)
         for home, values in self.decoys:
             out += _place(home, values)
+        if self.kind.guarded:
+            names = sorted({o["metadata"]["name"] for o in out if o["kind"] == "Namespace"})
+            deny = {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+            out += [{**meta("NetworkPolicy", "default-deny", ns), "spec": deny} for ns in names]
         return out
 
     def documents(self) -> dict[str, str]:
@@ -793,6 +801,57 @@ KINDS: dict[str, Kind] = {
             heading="Namespaces allowed to run privileged workloads",
             draw=_draw_namespaces,
             derive=_derive_namespaces,
+        ),
+        Kind(
+            check="k8s-default-namespace",
+            requirements=(
+                "The default namespace should not be used. Apart from what Kubernetes itself "
+                "manages there (the kubernetes service, the default service account, the "
+                "kube-root-ca.crt config map and the namespace's network policies) and the "
+                "objects the organization tolerates there under a ticket, no object may be "
+                "in the namespace default.",
+                "Nothing may live in the namespace default except what Kubernetes manages (the "
+                "kubernetes service, the default service account, kube-root-ca.crt, network "
+                "policies) and the objects the organization tolerates there.",
+            ),
+            what="the objects tolerated in the namespace default (each as Kind/name)",
+            keys=("default-ns-tolerated", "tolerated-in-default", "default-ns-exceptions"),
+            heading="Objects tolerated in the default namespace",
+            draw=k8sparams.draw_tolerated,
+            derive=k8sparams.derive_tolerated,
+        ),
+        Kind(
+            check="k8s-network-policies",
+            requirements=(
+                "Ensure that all Namespaces have Network Policies defined. Every namespace "
+                "other than the Kubernetes system namespaces (kube-system, kube-public, "
+                "kube-node-lease) and those the organization exempts must contain at least one "
+                "NetworkPolicy.",
+                "Each namespace must hold a NetworkPolicy, except the system namespaces "
+                "(kube-system, kube-public, kube-node-lease) and the namespaces the "
+                "organization exempts.",
+            ),
+            what="the namespaces exempt from the network-policy rule",
+            keys=("netpol-exempt", "network-policy-exempt", "unisolated-namespaces"),
+            heading="Namespaces exempt from network policies",
+            draw=k8sparams.draw_exempt,
+            derive=k8sparams.derive_exempt,
+            guarded=True,
+        ),
+        Kind(
+            check="k8s-rbac-cluster-admin",
+            requirements=(
+                "Ensure that the cluster-admin role is only used where required. The "
+                "ClusterRole cluster-admin may be bound to no subject other than the group "
+                "system:masters and the subjects the organization allows.",
+                "Bindings of the ClusterRole cluster-admin (cluster-wide or in a namespace) may "
+                "name only the group system:masters and the subjects the organization allows.",
+            ),
+            what="the subjects allowed to hold cluster-admin (each as Kind:name)",
+            keys=("cluster-admin-subjects", "allowed-cluster-admins", "break-glass-admins"),
+            heading="Subjects allowed cluster-admin",
+            draw=k8sparams.draw_admins,
+            derive=k8sparams.derive_admins,
         ),
     )
 }

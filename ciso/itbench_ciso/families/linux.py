@@ -11,7 +11,7 @@ import yaml
 
 from itbench import Evaluation, Tool
 from itbench_ciso.ansible import PlayOutcome, inventory, run_playbook
-from itbench_ciso.checks import hostparams, linux
+from itbench_ciso.checks import hostparams, linux, linuxparams
 from itbench_ciso.checks.base import Variant
 from itbench_ciso.contracts import LINUX
 from itbench_ciso.engine import PACKAGE, RULE
@@ -48,7 +48,10 @@ class LinuxRuntime(Runtime):
     def setup(self) -> None:
         """Build the visible hosts and their inventory in the workspace."""
         plan = self.spec.variants
-        org = hostparams.draw(self.spec.check, random.Random(self.ctx.secret_seed("ciso:org")))
+        seed = self.ctx.secret_seed("ciso:org")
+        org: hostparams.HostParams | linuxparams.LinuxParams | None = hostparams.draw(
+            self.spec.check, random.Random(seed)
+        ) or linuxparams.draw(self.spec.check, random.Random(seed))
         if org is not None:
             self._org_requirement = org.requirement()
         self.visible_hosts, self.hidden = linux.variants(
