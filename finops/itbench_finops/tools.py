@@ -16,7 +16,7 @@ from itbench_finops.spec import FinOpsSpec
 
 #: Largest tool result, in characters of JSON.
 MAX_RESULT = 400_000
-_READ_ONLY = re.compile(r"^(describe|list|get|lookup|search)_")
+_READ_ONLY = re.compile(r"^(describe|list|get|head|lookup|search)_")
 _GROUPABLE = (
     "SubAccountId",
     "SubAccountName",

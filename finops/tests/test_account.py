@@ -418,6 +418,14 @@ def test_tools_refuse_writes_through_describe_and_bad_accounts(
                 operation="TerminateInstances",
                 params={"InstanceIds": ["i-1"]},
             )
+        # HeadBucket and HeadObject read: they are served like the Describe calls.
+        [bucket, *_] = toolbox.call(
+            "aws_describe", service="s3", operation="ListBuckets", params={}
+        )["Buckets"]
+        head = toolbox.call(
+            "aws_describe", service="s3", operation="HeadBucket", params={"Bucket": bucket["Name"]}
+        )
+        assert isinstance(head, dict)
         with pytest.raises(ToolError, match="unknown account"):
             toolbox.call(
                 "aws_describe",
