@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from itbench_finops.optimum import rightsizing_target
 from itbench_finops.placeholders import PLACEHOLDER, settle
 from itbench_finops.prices import load_prices
 from itbench_finops.spec import Candidate, Database, FinOpsSpec, Instance, Truth
+from itbench_finops.timeline import start_date
 
 from itbench import testing
 from itbench.catalog import Catalog, ScenarioLoader
@@ -214,3 +217,42 @@ def test_a_rule_without_wordings_is_named(tmp_path: Path) -> None:
     (err,) = ScenarioLoader({"finops": FinOpsDomain()}).load_file(path)
     assert not isinstance(err, FinOpsSpec)
     assert "bad.yaml" in err.line() and "${rule:no_such_rule}" in err.line(), err.line()
+
+
+#: Problems whose answer (the anomaly, a control's evidence, a commitment's exclusions) once
+#: stayed the same on every draw; each is now drawn among several candidates.
+DRAWN_ANSWERS = (
+    "finops/anomaly-type-change",
+    "finops/anomaly-control",
+    "finops/forecast-data",
+    "finops/commitment-savings-plan",
+    "finops/budget-control",
+    "finops/idle-control",
+)
+
+
+def _answer(spec: FinOpsSpec) -> str:
+    """What decides a trial's pass: the truth, and the day an anomaly's cost change began."""
+    started = None
+    if spec.truth.incident and spec.family in ("anomaly", "forecast"):
+        # Days back from the period's end (timeline placement, a fixed day for all draws).
+        started = start_date(spec, date(2026, 1, 31), spec.truth.resource or "").isoformat()
+    return repr((spec.truth.model_dump(mode="json"), started))
+
+
+@pytest.mark.parametrize("sid", DRAWN_ANSWERS)
+def test_the_answer_itself_is_drawn(catalog: Catalog, tmp_path: Path, sid: str) -> None:
+    """Over many trials the right answer takes several values and none dominates.
+
+    Someone who draws the published scenario under a secret of their own (the answer key)
+    then holds the answer of another problem, not the trial's.
+    """
+    domain = FinOpsDomain()
+    answers: Counter[str] = Counter()
+    for k in range(24):
+        with testing.trial_context(tmp_path / str(k), secret=b"answers", seed=k) as ctx:
+            got, _ = domain.draw(catalog.scenarios[sid], ctx)  # type: ignore[arg-type]
+        assert isinstance(got, FinOpsSpec)
+        answers[_answer(got)] += 1
+    assert len(answers) >= 4, answers
+    assert answers.most_common(1)[0][1] <= 24 * 0.45, answers

@@ -168,7 +168,9 @@ def _cases(*sids: str) -> list[Any]:
 # --- idle ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("served", _cases("finops/idle-orphans"), indirect=True)
+@pytest.mark.parametrize(
+    "served", _cases("finops/idle-orphans", "finops/idle-control"), indirect=True
+)
 def test_idle_as_written(served: Served) -> None:
     policy = served.page("finops/idle-resources.md")
     volume = read_rule("idle_volume", policy)
@@ -188,8 +190,10 @@ def test_idle_as_written(served: Served) -> None:
     failover = listed(dr, "Load balancers kept")
     active_ips = {r[0] for r in rows(served.page("network/allowlisted-ips.md")) if r[2] == "active"}
 
-    idle = set()
+    idle, looks_idle = set(), set()
     for r in served.spec.resources:
+        if _looks_idle(r):
+            looks_idle.add(r.name)
         if hold in r.tags:
             continue
         if isinstance(r, Volume):
@@ -204,7 +208,7 @@ def test_idle_as_written(served: Served) -> None:
         elif isinstance(r, Instance) and r.state == "stopped":
             if r.name not in standby and (r.stopped_days_ago or 0) > stopped_days:
                 idle.add(r.name)
-        elif isinstance(r, Snapshot) and r.of_instance is None:
+        elif isinstance(r, Snapshot) and r.of_instance is None and not r.image:
             plan = r.tags.get(backup_tag)
             limit = keeps[plan] if plan else snapshot_days
             if r.created_days_ago > limit:
@@ -216,6 +220,21 @@ def test_idle_as_written(served: Served) -> None:
         elif isinstance(r, Database) and r.connections and r.connections.peak == 0:
             idle.update({r.name} - replicas)
     assert idle == set(served.spec.truth.waste)
+    if not served.spec.truth.incident:  # a control explains what looks idle but stays
+        assert looks_idle == set(served.spec.truth.explained)
+
+
+def _looks_idle(r: Any) -> bool:
+    """Idle at first sight, as the control's goal lists it (before any convention)."""
+    if isinstance(r, Instance):
+        return r.state == "stopped"
+    if isinstance(r, Address):
+        return r.instance is None
+    if isinstance(r, LoadBalancer):
+        return r.requests is None or r.requests.peak == 0
+    if isinstance(r, Database):
+        return r.connections is not None and r.connections.peak == 0
+    return isinstance(r, Volume)
 
 
 # --- rightsizing --------------------------------------------------------------------------
@@ -447,6 +466,17 @@ def test_budget_policy_as_written(served: Served) -> None:
     assert [row[6]] == alert.subscribers
 
 
+@pytest.mark.parametrize("served", _cases("finops/budget-control"), indirect=True)
+def test_temporary_limits_as_written(served: Served) -> None:
+    """A budget on the temporary limits table is the control's evidence, at that limit."""
+    temporary = {r[0]: float(r[1]) for r in rows(served.page("finops/budgets.md")) if len(r) == 4}
+    assert set(temporary) == set(served.spec.truth.explained)
+    budgets = served.env.clients.client("budgets")
+    for name, limit in temporary.items():
+        got = budgets.describe_budget(AccountId=MANAGEMENT_ACCOUNT, BudgetName=name)["Budget"]
+        assert float(got["BudgetLimit"]["Amount"]) == limit
+
+
 # --- anomaly and forecast -----------------------------------------------------------------
 
 
@@ -466,6 +496,34 @@ def test_anomaly_as_written(served: Served) -> None:
         if isinstance(r, Instance) and r.launched_days_ago is not None and r.launched_days_ago < 14
     }
     assert rose - explained == {served.spec.truth.resource}
+
+
+def _rose(r: Any) -> bool:
+    """Whether the resource's cost changed within the last two weeks."""
+    recent = (r.launched_days_ago, getattr(r, "changed_days_ago", None))
+    return any(d is not None and d < 14 for d in recent) or getattr(r, "spike_days", 0) > 0
+
+
+@pytest.mark.parametrize(
+    "served", _cases("finops/anomaly-type-change", "finops/anomaly-control"), indirect=True
+)
+def test_change_log_as_written(served: Served) -> None:
+    """A change explains a rise when the board approved it as made ("move to TYPE" states it)."""
+    names = {x.name for x in served.spec.resources}
+    explained = set()
+    for _, name, change, decision in rows(served.page("ops/change-log.md")):
+        r = served.spec.resource(name) if name in names else None
+        stated = re.search(r"\bmove to (\S+)", change)
+        made = r.instance_type if isinstance(r, Instance) else None
+        if decision == "approved" and not (stated and stated.group(1) != made):
+            explained.add(name)
+    rose = {r.name for r in served.spec.resources if _rose(r)}
+    unexplained = rose - explained
+    if served.spec.truth.incident:
+        assert unexplained == {served.spec.truth.resource}
+    else:
+        assert not unexplained
+        assert rose == set(served.spec.truth.explained)
 
 
 @pytest.mark.parametrize("served", _cases("finops/forecast-data"), indirect=True)
