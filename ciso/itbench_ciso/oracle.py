@@ -22,7 +22,15 @@ def reference(
             visible snapshot or a document) when the requirement names a place for them.
             Without it the policy keeps the catalog's defaults.
     """
-    from itbench_ciso.checks import cloud, k8s, linux, orgparams, waivers
+    from itbench_ciso.checks import (
+        cloud,
+        cloudparams,
+        cloudreference,
+        k8s,
+        linux,
+        orgparams,
+        waivers,
+    )
 
     policy = k8s.by_id(spec.check).policy() if spec.check.startswith("k8s-") else ""
     if requirement and workspace is not None and spec.check in orgparams.KINDS:
@@ -58,6 +66,9 @@ def reference(
                 linuxparams.derive_from(spec.check, requirement or "", hosts[0]) or host_check
             )
         return CisoSubmission(playbook=host_check.playbook(), policy=host_check.policy())
+    if requirement and spec.check in cloudparams.CHECKS:
+        script, rego = cloudreference.reference(spec.check, requirement, workspace)
+        return CisoSubmission(collector=script, policy=rego)
     account_check = cloud.by_id(spec.check)
     return CisoSubmission(collector=account_check.collector(), policy=account_check.policy())
 

@@ -68,18 +68,34 @@ def test_cloud_evidence_through_an_ansible_playbook(
     domain: CisoDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
     """The cloud family accepts a playbook instead of a collector (one host per account)."""
-    import yaml
     from itbench_ciso.oracle import reference
 
     spec = catalog.scenarios["ciso/cloud-password-policy"]
     assert isinstance(spec, CisoSpec)
-    ref = reference(spec)
-    playbook = yaml.safe_dump(
+    with live(domain, spec, tmp_path) as (env, ctx):
+        toolbox, task = toolbox_and_task(domain, spec, env, ctx)
+        # The trial's requirement names where the organization's minimum is kept.
+        ref = reference(spec, str(task.context["requirement"]), task.workspace)
+        playbook = _collector_playbook(str(ref.collector))
+        visible = toolbox.call("run_playbook", playbook=playbook)
+        result = judge(
+            domain, spec, env, ctx, ref.model_copy(update={"collector": None, "playbook": playbook})
+        )
+    assert visible["status"] == "successful" and "password_policy" in visible["evidence"]
+    assert result.passed, result.details
+    assert result.metrics["evidence_collected"] == 1.0
+
+
+def _collector_playbook(collector: str) -> str:
+    """A playbook running ``collector`` on every account."""
+    import yaml
+
+    return yaml.safe_dump(
         [
             {
                 "hosts": "all",
                 "gather_facts": False,
-                "vars": {"collector": ref.collector},
+                "vars": {"collector": collector},
                 "tasks": [
                     {
                         "name": "Collect with boto3",
@@ -96,12 +112,3 @@ def test_cloud_evidence_through_an_ansible_playbook(
         ],
         sort_keys=False,
     )
-    with live(domain, spec, tmp_path) as (env, ctx):
-        toolbox, _ = toolbox_and_task(domain, spec, env, ctx)
-        visible = toolbox.call("run_playbook", playbook=playbook)
-        result = judge(
-            domain, spec, env, ctx, ref.model_copy(update={"collector": None, "playbook": playbook})
-        )
-    assert visible["status"] == "successful" and "password_policy" in visible["evidence"]
-    assert result.passed, result.details
-    assert result.metrics["evidence_collected"] == 1.0

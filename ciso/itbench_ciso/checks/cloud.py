@@ -123,7 +123,7 @@ def seed(clients: Callable[..., Any], plan: Plan, suffix: str) -> None:
             )
         if b["encryption"] is not None:
             rule: dict[str, Any] = {"SSEAlgorithm": b["encryption"]}
-            if b["encryption"] == "aws:kms" and b.get("kms_key"):
+            if b["encryption"].startswith("aws:kms") and b.get("kms_key"):
                 rule["KMSMasterKeyID"] = b["kms_key"]
             s3.put_bucket_encryption(
                 Bucket=name,
@@ -135,12 +135,18 @@ def seed(clients: Callable[..., Any], plan: Plan, suffix: str) -> None:
             s3.put_bucket_versioning(
                 Bucket=name, VersioningConfiguration={"Status": b["versioning"]}
             )
+        if b.get("tags"):
+            s3.put_bucket_tagging(Bucket=name, Tagging={"TagSet": _tag_set(b["tags"])})
+        for key, text in (b.get("objects") or {}).items():
+            s3.put_object(Bucket=name, Key=key, Body=text.replace("{suffix}", suffix).encode())
     _seed_region(clients("ec2"), plan)
     for region, extra in plan.get("regions", {}).items():
         _seed_region(clients("ec2", region), extra)
     iam = clients("iam")
     for u in plan["users"]:
         iam.create_user(UserName=u["name"])
+        if u.get("tags"):
+            iam.tag_user(UserName=u["name"], Tags=_tag_set(u["tags"]))
         if u["console"]:
             iam.create_login_profile(UserName=u["name"], Password="Corr3ct-Horse-Battery!")
         if u["mfa"]:
@@ -162,8 +168,12 @@ def seed(clients: Callable[..., Any], plan: Plan, suffix: str) -> None:
     trail_bucket = f"trail-logs-{suffix}"
     ct = clients("cloudtrail")
     for t in plan["trails"]:
+        extra = {"KmsKeyId": t["kms_key"]} if t.get("kms_key") else {}
         ct.create_trail(
-            Name=t["name"], S3BucketName=trail_bucket, IsMultiRegionTrail=t["multi_region"]
+            Name=t["name"],
+            S3BucketName=trail_bucket,
+            IsMultiRegionTrail=t["multi_region"],
+            **extra,
         )
         ct.put_event_selectors(
             TrailName=t["name"], EventSelectors=t.get("selectors", ALL_MANAGEMENT)
@@ -202,12 +212,25 @@ def seed_accounts(accounts: list[dict[str, Any]]) -> None:
         seed(clients, item["plan"], item["suffix"])
 
 
+def _tag_set(tags: dict[str, str]) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+
+
 def _seed_region(ec2: Any, part: Plan) -> None:
     """Security groups, volumes and the EBS default of one region."""
     vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
     for sg in part["security_groups"]:
+        tagged = (
+            {
+                "TagSpecifications": [
+                    {"ResourceType": "security-group", "Tags": _tag_set(sg["tags"])}
+                ]
+            }
+            if sg.get("tags")
+            else {}
+        )
         gid = ec2.create_security_group(
-            GroupName=sg["name"], Description=f"{sg['name']} tier", VpcId=vpc
+            GroupName=sg["name"], Description=f"{sg['name']} tier", VpcId=vpc, **tagged
         )["GroupId"]
         perms = []
         unique = {tuple(sorted(r.items())): r for r in sg["rules"]}
@@ -252,8 +275,14 @@ def collect_buckets():
         try:
             rules = s3.get_bucket_encryption(Bucket=name)["ServerSideEncryptionConfiguration"]["Rules"]
             entry["sse"] = [r["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] for r in rules]
+            entry["sse_rules"] = [
+                {"algorithm": r["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"],
+                 "kms_key": r["ApplyServerSideEncryptionByDefault"].get("KMSMasterKeyID")}
+                for r in rules
+            ]
         except ClientError:
             entry["sse"] = []
+            entry["sse_rules"] = []
         entry["versioning"] = s3.get_bucket_versioning(Bucket=name).get("Status")
         out.append(entry)
     return out
@@ -323,7 +352,8 @@ def collect_trails():
         status = ct.get_trail_status(Name=t["TrailARN"])
         selectors = ct.get_event_selectors(TrailName=t["TrailARN"]).get("EventSelectors", [])
         out.append({"name": t["Name"], "multi_region": t.get("IsMultiRegionTrail", False),
-                    "logging": status.get("IsLogging", False), "selectors": selectors})
+                    "logging": status.get("IsLogging", False), "selectors": selectors,
+                    "kms_key": t.get("KmsKeyId")})
     return out
 """,
 }
@@ -927,6 +957,8 @@ def variants(
     compliant: int,
     non_compliant: int,
     visible_seed: int | None = None,
+    judged: CloudCheck | None = None,
+    org: Mutation | None = None,
 ) -> tuple[Variant, list[Variant]]:
     """The visible account and the hidden accounts of a check (data: the plan).
 
@@ -937,11 +969,14 @@ def variants(
         non_compliant: Number of hidden violating accounts.
         visible_seed: Seed of the visible account (default ``seed``); a separate seed keeps
             the visible account from telling anything about the hidden ones.
+        judged: The check with the organization's parameters (default: the library's).
+        org: Applied to every account first: the organization's place for its parameters
+            and the clean account's adjustment to them.
 
     Raises:
         ValueError: a mutation does not do what it claims (a library bug).
     """
-    check = _BY_ID[check_id]
+    check = judged or _BY_ID[check_id]
     hidden_rng = random.Random(f"{check_id}:hidden:{seed}")
     visible_rng = random.Random(
         f"{check_id}:visible:{seed if visible_seed is None else visible_seed}"
@@ -960,6 +995,8 @@ def variants(
     ) -> Variant:
         for attempt in range(6):
             plan = clean_account()
+            if org is not None:
+                org(plan)
             notes = []
             extra = rng.sample(others, 1) if attempt < 5 else []
             for label, m in muts + [(f"other requirement ({lbl})", m) for lbl, m in extra]:

@@ -10,7 +10,7 @@ from typing import Any
 from itbench import Evaluation, InfrastructureError, IntegrityError, Tool, port_open
 from itbench_ciso.ansible import PlayOutcome, run_playbook
 from itbench_ciso.aws import DEFAULT_CREDENTIALS, REGION, MotoServer
-from itbench_ciso.checks import cloud
+from itbench_ciso.checks import cloud, cloudparams
 from itbench_ciso.collector import Collected, Collector, collector_env, run_collector
 from itbench_ciso.contracts import CLOUD
 from itbench_ciso.engine import PACKAGE, RULE
@@ -24,7 +24,16 @@ COLLECTOR_TIMEOUT = 60.0
 
 
 class CloudRuntime(Runtime):
-    """A moto server: the visible account during the agent's turn, hidden ones when judging."""
+    """A moto server: the visible account during the agent's turn, hidden ones when judging.
+
+    The trial's organization parameters (:mod:`itbench_ciso.checks.cloudparams`), where it
+    keeps them and how the requirement words them are drawn per trial.
+    """
+
+    #: The requirement with the organization's parameters (none until set-up draws them).
+    _org_requirement = ""
+    #: The regions the trial's accounts operate in.
+    _regions: tuple[str, ...] = cloud.REGIONS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -43,12 +52,23 @@ class CloudRuntime(Runtime):
     def setup(self) -> None:
         """Start the endpoint and create the visible account's resources."""
         plan = self.spec.variants
+        org = cloudparams.draw(self.spec.check, random.Random(self.ctx.secret_seed("ciso:org")))
+        judged, prepare = org.derived() if org is not None else (None, None)
+        if org is not None:
+            self._org_requirement = org.requirement()
+            self._regions = org.regions
+            for rel, text in org.documents().items():
+                doc = self.workspace / rel
+                doc.parent.mkdir(parents=True, exist_ok=True)
+                doc.write_text(text, encoding="utf-8")
         visible, self.hidden = cloud.variants(
             self.spec.check,
             self.hidden_seed,
             plan.compliant,
             plan.non_compliant,
             visible_seed=self.visible_seed,
+            judged=judged,
+            org=prepare,
         )
         self.visible = visible
         rng = random.Random(self.ctx.secret_seed("ciso:hidden-accounts"))
@@ -238,10 +258,10 @@ class CloudRuntime(Runtime):
         """Endpoint, credentials and the contract."""
         creds = DEFAULT_CREDENTIALS
         return {
-            "requirement": self.spec.requirement,
+            "requirement": self._org_requirement or self.spec.requirement,
             "endpoint_url": self.server.url,
             "account_id": creds.account_id,
-            "regions": list(cloud.REGIONS),
+            "regions": list(self._regions),
             "environment_variables": creds.env(self.server.url),
             "contract": CLOUD.contract,
             "collector_timeout": self.timeout,
