@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from itbench_ciso.domain import CisoDomain
+from itbench_ciso.engine import WorkerEngine
 from itbench_ciso.environment import CisoEnvironment
 from itbench_ciso.spec import CisoSpec, CisoSubmission
 
@@ -22,6 +23,16 @@ CATALOG = Path(__file__).resolve().parents[2] / "scenarios" / "ciso"
 nothing_left_running = testing.leftover_check(
     "moto.server", "playrun", "opa", "bwrap", "regoworker"
 )
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[WorkerEngine]:
+    """The default Rego engine, one worker per test module."""
+    engine = WorkerEngine("regorus")
+    try:
+        yield engine
+    finally:
+        engine.close()
 
 
 @pytest.fixture(scope="session")

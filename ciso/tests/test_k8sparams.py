@@ -8,7 +8,6 @@ the trial's values passes.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,16 +24,6 @@ from .conftest import judge, toolbox_and_task
 
 CHECKS = ("k8s-default-namespace", "k8s-network-policies", "k8s-rbac-cluster-admin")
 QUERY = "data.compliance.violations"
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[WorkerEngine]:
-    """The default engine."""
-    engine = WorkerEngine("regorus")
-    try:
-        yield engine
-    finally:
-        engine.close()
 
 
 @pytest.mark.parametrize("check_id", CHECKS)

@@ -7,7 +7,6 @@ trial; the reference reading the trial's baseline passes.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,16 +23,6 @@ from .conftest import judge, toolbox_and_task
 
 QUERY = "data.compliance.violations"
 CHECKS = sorted(linuxparams.kinds())
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[WorkerEngine]:
-    """The default engine."""
-    engine = WorkerEngine("regorus")
-    try:
-        yield engine
-    finally:
-        engine.close()
 
 
 @pytest.mark.parametrize("check_id", CHECKS)

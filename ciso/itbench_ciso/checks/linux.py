@@ -292,12 +292,16 @@ def audit_ok(host: Host) -> bool:
     return all(audit_watched(host, p) for p in _IDENTITY)
 
 
-def sudo_use_pty(host: Host) -> bool:
-    """Whether sudo's effective Defaults enable use_pty (includes read in place; last wins)."""
-    state = False
+def sudo_defaults(host: Host) -> list[str]:
+    """The options of sudo's ``Defaults`` lines in the order sudo reads them.
+
+    ``@includedir`` (and the old ``#includedir``) directories are read in place, their files
+    in name order, skipping names with a dot or ending in ``~`` as sudo does; for an option
+    set twice, the last one wins.
+    """
+    options: list[str] = []
 
     def read(path: str) -> None:
-        nonlocal state
         for line in _content(host, path).split("\n"):
             t = line.strip()
             w = t.split()
@@ -308,15 +312,21 @@ def sudo_use_pty(host: Host) -> bool:
                     if "." not in name and not name.endswith("~"):
                         read(inc)
                 continue
-            if not w or w[0] != "Defaults":
-                continue
-            for opt in re.split(r"[\s,]+", t[len("Defaults") :].strip()):
-                if opt == "use_pty":
-                    state = True
-                elif opt == "!use_pty":
-                    state = False
+            if w and w[0] == "Defaults":
+                options.extend(o for o in re.split(r"[\s,]+", t[len("Defaults") :].strip()) if o)
 
     read(SUDOERS)
+    return options
+
+
+def sudo_use_pty(host: Host) -> bool:
+    """Whether sudo's effective Defaults enable use_pty (includes read in place; last wins)."""
+    state = False
+    for opt in sudo_defaults(host):
+        if opt == "use_pty":
+            state = True
+        elif opt == "!use_pty":
+            state = False
     return state
 
 

@@ -537,26 +537,9 @@ SUDO_LOGS = (
 def sudo_logfile(host: Host) -> str | None:
     """The logfile sudo's effective Defaults set (includes read in place; the last wins)."""
     found: str | None = None
-
-    def read(path: str) -> None:
-        nonlocal found
-        for line in linux._content(host, path).split("\n"):
-            t = line.strip()
-            w = t.split()
-            if w and w[0] in ("@includedir", "#includedir") and len(w) > 1:
-                d = w[1].rstrip("/") + "/"
-                for inc in sorted(p for p in host if p.startswith(d) and "/" not in p[len(d) :]):
-                    name = inc[len(d) :]
-                    if "." not in name and not name.endswith("~"):
-                        read(inc)
-                continue
-            if not w or w[0] != "Defaults":
-                continue
-            for opt in re.split(r"[\s,]+", t[len("Defaults") :].strip()):
-                if opt.startswith("logfile="):
-                    found = opt[len("logfile=") :].strip('"')
-
-    read(SUDOERS)
+    for opt in linux.sudo_defaults(host):
+        if opt.startswith("logfile="):
+            found = opt[len("logfile=") :].strip('"')
     return found
 
 
