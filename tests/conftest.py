@@ -19,6 +19,19 @@ load_profile()  # before any test module builds its hypothesis settings
 PLUGINS = Path(__file__).parent / "plugins"
 ITBENCH = [sys.executable, "-m", "itbench.cli"]
 
+#: A toy scenario whose corrupted key is drawn per trial from four candidates.
+PICK = """\
+domain: toy
+id: toy/pick
+title: One corrupted key, drawn per trial
+goal: One value of the registry is invalid. Name its key and repair it.
+task_types: [localization, mitigation]
+time_limit: 30
+values: {north: 1, south: 2, east: 3, west: 4}
+ground_truth: {key: null, expected: 0}
+candidates: [north, south, east, west]
+"""
+
 
 @pytest.fixture(scope="session")
 def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ITBENCH, CliFn, _env
+from conftest import ITBENCH, PICK, CliFn, _env
 
 
 def test_show_prints_public_fields_and_no_ground_truth(itbench: CliFn) -> None:
@@ -48,16 +48,6 @@ def test_list_filters_by_domain_tag_and_complexity(itbench: CliFn) -> None:
     assert itbench("list", "--domain", "toy", "--complexity", "high", "--json").json() == []
 
 
-PICK = """\
-domain: toy
-id: toy/pick
-goal: One value of the registry is invalid. Name its key and repair it.
-task_types: [localization, mitigation]
-time_limit: 30
-values: {north: 1, south: 2, east: 3, west: 4}
-ground_truth: {key: null, expected: 0}
-candidates: [north, south, east, west]
-"""
 FIXED = ("healthy", "registry-alpha-1", "registry-beta-2", "registry-gamma-3")
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CliFn, results, trial_dir, workspace_of
+from conftest import PICK, CliFn, results, trial_dir, workspace_of
 
 from itbench import Agent, AgentContext, AgentSpec, Deadline, Submission, TaskView, Toolbox
 from itbench.bench import Bench
@@ -171,19 +171,6 @@ def test_plan_is_stable_and_ids_are_file_system_safe(toy_bench) -> None:  # type
     assert [t.trial_id for t in a] == [t.trial_id for t in b]
     assert all("/" not in t.trial_id and ":" not in t.trial_id for t in a)
     assert [t.seed for t in a] == [t.seed for t in b]
-
-
-PICK = """\
-domain: toy
-id: toy/pick
-title: One corrupted key, drawn per trial
-goal: One value of the registry is invalid. Name its key and repair it.
-task_types: [localization, mitigation]
-time_limit: 30
-values: {north: 1, south: 2, east: 3, west: 4}
-ground_truth: {key: null, expected: 0}
-candidates: [north, south, east, west]
-"""
 
 
 def test_targets_are_drawn_per_trial_recorded_and_given_to_the_oracle(

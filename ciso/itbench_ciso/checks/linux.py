@@ -158,7 +158,8 @@ def kv_last(host: Host, path: str, key: str) -> str | None:
     return found
 
 
-def _int(value: str | None, default: int) -> int | None:
+def int_or(value: str | None, default: int) -> int | None:
+    """A setting's integer value: ``default`` when unset, ``None`` when not an integer."""
     if value is None:
         return default
     try:
@@ -169,9 +170,9 @@ def _int(value: str | None, default: int) -> int | None:
 
 def aging_ok(host: Host) -> bool:
     """PASS_MAX_DAYS 1..365, PASS_MIN_DAYS >= 1, PASS_WARN_AGE >= 7 (shadow-utils defaults)."""
-    mx = _int(kv_last(host, LOGIN_DEFS, "PASS_MAX_DAYS"), 99999)
-    mn = _int(kv_last(host, LOGIN_DEFS, "PASS_MIN_DAYS"), 0)
-    warn = _int(kv_last(host, LOGIN_DEFS, "PASS_WARN_AGE"), 7)
+    mx = int_or(kv_last(host, LOGIN_DEFS, "PASS_MAX_DAYS"), 99999)
+    mn = int_or(kv_last(host, LOGIN_DEFS, "PASS_MIN_DAYS"), 0)
+    warn = int_or(kv_last(host, LOGIN_DEFS, "PASS_WARN_AGE"), 7)
     return mx is not None and 0 < mx <= 365 and (mn or 0) >= 1 and (warn or 0) >= 7
 
 
@@ -248,14 +249,14 @@ def no_empty_passwords(host: Host) -> bool:
 
 def pwquality_ok(host: Host) -> bool:
     """Minlen (default 8) at least 14."""
-    v = _int(kv_last(host, PWQUALITY, "minlen"), 8)
+    v = int_or(kv_last(host, PWQUALITY, "minlen"), 8)
     return v is not None and v >= 14
 
 
 def faillock_ok(host: Host) -> bool:
     """Deny (default 3) between 1 and 5; unlock_time (default 600) 0 or at least 900."""
-    deny = _int(kv_last(host, FAILLOCK, "deny"), 3)
-    unlock = _int(kv_last(host, FAILLOCK, "unlock_time"), 600)
+    deny = int_or(kv_last(host, FAILLOCK, "deny"), 3)
+    unlock = int_or(kv_last(host, FAILLOCK, "unlock_time"), 600)
     return (
         deny is not None
         and 1 <= deny <= 5

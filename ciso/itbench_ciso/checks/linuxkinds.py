@@ -30,7 +30,7 @@ from itbench_ciso.checks.linux_host import (
     prepend,
     put,
 )
-from itbench_ciso.checks.linuxparams import Kind, Param, Values
+from itbench_ciso.checks.linuxvalues import Kind, Param, Values
 
 
 def setkey(path: str, key: str, value: str, sep: str = "\t") -> Mutation:
@@ -50,15 +50,6 @@ def setkey(path: str, key: str, value: str, sep: str = "\t") -> Mutation:
 def unset(path: str, key: str) -> Mutation:
     """Remove every line setting ``key``."""
     return edit(path, lambda t: re.sub(rf"^{re.escape(key)}[ \t=].*\n", "", t, flags=re.M))
-
-
-def _int(value: str | None, default: int) -> int | None:
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        return None
 
 
 def _rego_set(values: list[str] | tuple[str, ...]) -> str:
@@ -94,9 +85,9 @@ def _aging_derive(values: Values) -> linux.LinuxCheck:
     mx, mn, warn = (int(v) for v in values)
 
     def ok(host: Host) -> bool:
-        a = _int(linux.kv_last(host, LOGIN_DEFS, "PASS_MAX_DAYS"), 99999)
-        b = _int(linux.kv_last(host, LOGIN_DEFS, "PASS_MIN_DAYS"), 0)
-        c = _int(linux.kv_last(host, LOGIN_DEFS, "PASS_WARN_AGE"), 7)
+        a = linux.int_or(linux.kv_last(host, LOGIN_DEFS, "PASS_MAX_DAYS"), 99999)
+        b = linux.int_or(linux.kv_last(host, LOGIN_DEFS, "PASS_MIN_DAYS"), 0)
+        c = linux.int_or(linux.kv_last(host, LOGIN_DEFS, "PASS_WARN_AGE"), 7)
         return a is not None and 0 < a <= mx and (b or 0) >= mn and (c or 0) >= warn
 
     rego = f"""num(key, fallback) := to_number(value_or("/etc/login.defs", key, fallback))
@@ -233,8 +224,8 @@ def _pwq_derive(values: Values) -> linux.LinuxCheck:
     length, classes = int(values[0]), int(values[1])
 
     def ok(host: Host) -> bool:
-        a = _int(linux.kv_last(host, PWQUALITY, "minlen"), 8)
-        b = _int(linux.kv_last(host, PWQUALITY, "minclass"), 0)
+        a = linux.int_or(linux.kv_last(host, PWQUALITY, "minlen"), 8)
+        b = linux.int_or(linux.kv_last(host, PWQUALITY, "minclass"), 0)
         return a is not None and a >= length and b is not None and b >= classes
 
     rego = f"""conf := "/etc/security/pwquality.conf"
@@ -295,8 +286,8 @@ def _faillock_derive(values: Values) -> linux.LinuxCheck:
     deny, unlock = int(values[0]), int(values[1])
 
     def ok(host: Host) -> bool:
-        d = _int(linux.kv_last(host, FAILLOCK, "deny"), 3)
-        u = _int(linux.kv_last(host, FAILLOCK, "unlock_time"), 600)
+        d = linux.int_or(linux.kv_last(host, FAILLOCK, "deny"), 3)
+        u = linux.int_or(linux.kv_last(host, FAILLOCK, "unlock_time"), 600)
         return d is not None and 1 <= d <= deny and u is not None and (u == 0 or u >= unlock)
 
     rego = f"""conf := "/etc/security/faillock.conf"
@@ -409,8 +400,8 @@ def _sshd_derive(values: Values) -> linux.LinuxCheck:
         if not linux.sshd_ok(host):
             return False
         cfg = linux.sshd_effective(host)
-        n = _int(cfg.get("maxauthtries", "6"), 6)
-        a = _int(cfg.get("clientaliveinterval", "0"), 0)
+        n = linux.int_or(cfg.get("maxauthtries", "6"), 6)
+        a = linux.int_or(cfg.get("clientaliveinterval", "0"), 0)
         used = cfg.get("ciphers")
         return (
             n is not None

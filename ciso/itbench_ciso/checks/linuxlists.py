@@ -41,7 +41,7 @@ from itbench_ciso.checks.linux_host import (
     unit_file,
 )
 from itbench_ciso.checks.linuxkinds import _rego_set
-from itbench_ciso.checks.linuxparams import Kind, Param, Values
+from itbench_ciso.checks.linuxvalues import Kind, Param, Values
 
 
 def _split(value: str) -> list[str]:

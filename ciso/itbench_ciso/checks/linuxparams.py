@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from itbench_ciso.checks import linux
+from itbench_ciso.checks import linux, linuxkinds, linuxlists
 from itbench_ciso.checks.linux_host import Host, HostFile, Mutation
+from itbench_ciso.checks.linuxvalues import Kind, Values
 
 #: Files that may keep an organization's baseline.
 PATHS = (
@@ -45,47 +45,6 @@ WHERE = (
 #: How one key is named, in two styles.
 ITEMS = ("`{key}` holds {label}", "{label} is the value of `{key}`")
 _TICK = re.compile(r"`([^`]+)`")
-
-
-@dataclass(frozen=True)
-class Param:
-    """One value of a kind.
-
-    Attributes:
-        label: What it is (a noun phrase).
-        keys: Key names a baseline may use for it (lower case; upper case in a shell file).
-        is_list: Whether it is a list (kept comma-joined in :attr:`LinuxParams.values`).
-    """
-
-    label: str
-    keys: tuple[str, ...]
-    is_list: bool = False
-
-
-Values = tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Kind:
-    """The organization parameters of one check.
-
-    Attributes:
-        check: The check's id.
-        params: Its values, in order.
-        rules: The requirement's control in several phrasings (without the values).
-        draw: Draws the organization's values.
-        decoy: Other values (a catalog's or a draft's) given the organization's.
-        setup: The mutation making a clean host comply with the values.
-        derive: The check with the values: truth, mutations and reference policy.
-    """
-
-    check: str
-    params: tuple[Param, ...]
-    rules: tuple[str, ...]
-    draw: Callable[[random.Random], Values]
-    decoy: Callable[[random.Random, Values], Values]
-    setup: Callable[[Values], Mutation]
-    derive: Callable[[Values], linux.LinuxCheck]
 
 
 @dataclass(frozen=True)
@@ -167,8 +126,6 @@ class LinuxParams:
 
 def kinds() -> dict[str, Kind]:
     """Every check with organization parameters, by id."""
-    from itbench_ciso.checks import linuxkinds, linuxlists
-
     return {**linuxkinds.KINDS, **linuxlists.KINDS}
 
 
