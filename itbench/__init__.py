@@ -34,7 +34,7 @@ from itbench.models import (
     TrialStatus,
     Usage,
 )
-from itbench.options import OptionSpec
+from itbench.options import OptionSpec, check_integer, check_number, check_text
 from itbench.plan import PlannedTrial
 from itbench.process import (
     PID_DIR,
@@ -101,6 +101,9 @@ __all__ = [
     "Usage",
     "UsageError",
     "__version__",
+    "check_integer",
+    "check_number",
+    "check_text",
     "configure_llm",
     "forget_pid",
     "hookimpl",

@@ -14,12 +14,14 @@ import os
 import re
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from itbench.cgroups import Limits, cgroups_problem
+from itbench.options import OptionSpec
 from itbench.workspace_fs import Bound, mount_fs, unmount_fs
 
 log = logging.getLogger("itbench.bounds")
@@ -65,6 +67,29 @@ def _number(name: str, value: Any, size: bool) -> int | float:
     if name == "agent_cpus":
         kind = "a number of CPUs from 0.01 to 4096"
     raise ValueError(f"option {name}: {value!r} is not {kind}")
+
+
+#: What each bound limits, for listings.
+_HELP = {
+    "agent_memory": "the sandbox's memory in bytes (or with K, M, G)",
+    "agent_pids": "the sandbox's processes and threads at once",
+    "agent_cpus": "the CPUs' worth of time the sandbox may use",
+    "agent_workspace_size": "bytes the workspace holds during the turn",
+    "agent_workspace_files": "files the workspace holds during the turn",
+    "agent_workspace_keep": "bytes of the workspace the run directory keeps",
+}
+
+
+def option_specs() -> list[OptionSpec]:
+    """The sandbox bounds as declared options (each value checked as the sandbox reads it)."""
+
+    def checker(name: str, size: bool) -> Callable[[Any], int | float]:
+        return lambda value: _number(name, value, size)
+
+    return [
+        OptionSpec(name, name, f"sandbox: {_HELP[name]}", check=checker(name, size), flag=False)
+        for name, (_, size) in OPTIONS.items()
+    ]
 
 
 @dataclass(frozen=True)

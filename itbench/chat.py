@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from itbench.models import Usage
+from itbench.options import OptionSpec, check_integer, check_number, check_text
 from itbench.trajectory import EventStep, Step, StepUsage
 
 if TYPE_CHECKING:
@@ -192,6 +193,33 @@ def configure(options: dict[str, Any]) -> dict[str, Any]:
     if out.get(f"{PREFIX}prices"):
         PriceTable.load(Path(out[f"{PREFIX}prices"]))
     return out
+
+
+#: The ``llm_*`` options with a flag of their own: flag, help.
+_FLAGS = {
+    "model": ("model", "llm: the model name the server knows."),
+    "base_url": ("base-url", "llm: the Chat Completions server's base URL."),
+    "api_key_env": (
+        "api-key-env",
+        "llm: the environment variable holding the API key (default OPENAI_API_KEY).",
+    ),
+    "temperature": ("temperature", "llm: the sampling temperature (default 0)."),
+    "max_steps": ("max-steps", "llm: model responses per trial (default 40)."),
+}
+
+
+def option_specs() -> list[OptionSpec]:
+    """Every ``llm_*`` option (:class:`LlmSettings`), the usual ones with a flag."""
+    checks = {
+        **{name: check_integer(int(low), int(high)) for name, (low, high) in _INTEGERS.items()},
+        **{name: check_number(low, high) for name, (low, high) in _NUMBERS.items()},
+        **dict.fromkeys(_STRINGS, check_text),
+    }
+    specs = []
+    for name, check in checks.items():
+        flag, help_ = _FLAGS.get(name, (PREFIX + name, f"llm: the setting {name} of LlmSettings."))
+        specs.append(OptionSpec(flag, PREFIX + name, help_, check=check, flag=name in _FLAGS))
+    return specs
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ from itbench import bounds, mcpbridge, stopped
 from itbench.agents import Agent, AgentContext
 from itbench.mcpserver import McpServer
 from itbench.models import AgentOutput, Submission, TaskView, Usage
+from itbench.options import OptionSpec, check_integer, check_text
 from itbench.process import stop_marked, stop_pgid
 from itbench.redact import Redactor
 from itbench.sandbox import OPT, Sandbox, agent_dir_for, check_agent_dir
@@ -102,6 +103,69 @@ def extra_ports(value: Any) -> list[int]:
             raise ValueError(f"option {PORTS_OPTION}: {word!r} is not a TCP port (1-65535)")
         ports.append(int(word))
     return ports
+
+
+def _command_words(value: Any) -> Any:
+    """A check of ``agent_command``: a command line of words, or a list of them."""
+    if isinstance(value, list) and value and all(isinstance(w, str) for w in value):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a command line")
+    if not shlex.split(value):
+        raise ValueError("no program given")
+    return value
+
+
+def _ports(value: Any) -> Any:
+    extra_ports(value)
+    return value
+
+
+def option_specs() -> list[OptionSpec]:
+    """The options of the ``command`` agent (the ``--mcp`` switch has a flag)."""
+    return [
+        OptionSpec(
+            COMMAND_OPTION,
+            COMMAND_OPTION,
+            "command: the program and its arguments ('PROGRAM ARGS').",
+            check=_command_words,
+            flag=False,
+        ),
+        OptionSpec(
+            AGENT_DIR_OPTION,
+            AGENT_DIR_OPTION,
+            "command: the program's directory, bound read-only into the sandbox.",
+            check=check_text,
+            flag=False,
+        ),
+        OptionSpec(
+            OUTPUT_CAP_OPTION,
+            OUTPUT_CAP_OPTION,
+            "command: bytes of each of stdout and stderr kept (default 1 MiB).",
+            check=check_integer(0, 2**40),
+            flag=False,
+        ),
+        OptionSpec(
+            PORTS_OPTION,
+            PORTS_OPTION,
+            "command: more loopback ports the sandbox may reach (P[,P...]).",
+            check=_ports,
+            flag=False,
+        ),
+        OptionSpec(
+            MCP_OPTION,
+            MCP_OPTION,
+            "command: serve the trial's tools over MCP too and write .mcp.json into the workspace.",
+            switch=True,
+        ),
+        OptionSpec(
+            MCP_TRANSPORT_OPTION,
+            MCP_TRANSPORT_OPTION,
+            "command: how .mcp.json reaches the tools: http (default) or stdio.",
+            choices=("http", "stdio"),
+            flag=False,
+        ),
+    ]
 
 
 def configure(options: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,12 @@ from itbench.tools import Tool, Toolbox
 SEEDS_LABEL = b"itbench trial seeds v1"
 
 
+#: The run option giving the seconds an environment may take to make its fault observable.
+READY_TIMEOUT_OPTION = "ready_timeout"
+#: Its default.
+DEFAULT_READY_TIMEOUT = 120.0
+
+
 @dataclass
 class TrialContext:
     """What the runner hands a domain for one trial.

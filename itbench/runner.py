@@ -33,7 +33,13 @@ from itbench.cgroups import remove_recorded
 from itbench.chat import ModelUnavailable
 from itbench.command import program_dir
 from itbench.deadline import Deadline
-from itbench.domain import AnyDomain, Environment, TrialContext
+from itbench.domain import (
+    DEFAULT_READY_TIMEOUT,
+    READY_TIMEOUT_OPTION,
+    AnyDomain,
+    Environment,
+    TrialContext,
+)
 from itbench.errors import IntegrityError, RunDirError, UsageError, validation_problem
 from itbench.models import (
     Label,
@@ -46,6 +52,7 @@ from itbench.models import (
     TrialResult,
     TrialStatus,
 )
+from itbench.options import OptionError, check_options
 from itbench.plan import PlannedTrial, plan_trials
 from itbench.ports import PortAllocator, PortBlock
 from itbench.process import foreign_records, stop_recorded
@@ -69,8 +76,6 @@ CORE_AGENTS = "itbench.agents"
 PROBLEMS_FILE = "plugin-problems.json"
 #: A judged trial's verdict in its directory (status and reason), written before teardown.
 VERDICT = "verdict.json"
-#: Seconds an environment may take to make its fault observable, unless overridden.
-DEFAULT_READY_TIMEOUT = 120.0
 #: Seconds an agent past its time limit (or cancelled) gets to stop what it started.
 AGENT_STOP_GRACE = 10.0
 #: Seconds the tool calls still running when the agent's turn ends get to return.
@@ -333,6 +338,12 @@ class Runner:
 
     def _run_locked(self, resume: bool) -> RunOutcome:
         agent = self.agent_spec()
+        try:
+            # Every key declared by some plugin and every value checked by its declarer, so a
+            # typo or a wrong value stops the run here rather than erring in every trial.
+            self.config.options = check_options(self.config.options, self.bench.options.values())
+        except OptionError as exc:
+            raise UsageError(str(exc)) from None
         try:
             # The agent's defaults join the options, so the manifest records every setting.
             self.config.options = agent.settings(self.config.options)
@@ -854,7 +865,7 @@ class TrialRun:
             env = self.domain.create_environment(self.spec, ctx)
             self._phase("setup", env.setup)
             self._phase("inject", env.inject)
-            ready_timeout = float(ctx.options.get("ready_timeout", DEFAULT_READY_TIMEOUT))
+            ready_timeout = float(ctx.options.get(READY_TIMEOUT_OPTION, DEFAULT_READY_TIMEOUT))
             self._phase("ready", lambda: env.wait_observable(ready_timeout))
             before = env.fingerprint()
             submission = self._run_agent(env, ctx)

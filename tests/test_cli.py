@@ -465,3 +465,55 @@ def test_the_command_agent_s_settings_are_checked_before_any_trial(
     assert res.returncode == 2 and "inside the run directory" in res.stderr, res.stderr
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["agent"]
+
+
+def test_every_option_is_declared_and_checked_before_any_trial(
+    itbench: CliFn, tmp_path: Path
+) -> None:
+    """An unknown key (the declared ones listed), a wrong value of the core's, a domain's or
+    an agent's option: each exits 2 before any trial, naming the option, and leaves no run."""
+    res = itbench("evaluate", "--agent", "noop", "-s", "toy/healthy", "--out", "a",
+                  "--option", "nosuch=1")  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    assert "unknown option 'nosuch'" in res.stderr
+    assert "ready_timeout" in res.stderr and "agent_memory" in res.stderr  # the valid ones
+    for option, reason in (
+        ("ready_timeout=abc", "option ready_timeout: 'abc' is not a number from 1 to 86400"),
+        ("setup_delay=-1", "option setup_delay: -1 is not a number from 0 to 60"),
+        ("agent_memory=lots", "option agent_memory: 'lots' is not a size in bytes"),
+        ("mcp_transport=pigeon", "option mcp_transport: 'pigeon' is not one of http, stdio"),
+        ("llm_max_steps=2.5", "option llm_max_steps: 2.5 is not a whole number"),
+    ):
+        res = itbench("evaluate", "--agent", "noop", "-s", "toy/healthy", "--out", "b",
+                      "--option", option)  # fmt: skip
+        assert res.returncode == 2 and reason in res.stderr, (option, res.stderr)
+        res = itbench("validate", "toy/healthy", "--option", option)
+        assert res.returncode == 2 and reason in res.stderr, (option, res.stderr)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    res = itbench("evaluate", "--agent", "noop", "-s", "toy/healthy", "--out", "c",
+                  "--option", "setup_delay=0.1", "--option", "ready_timeout=30")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    config = json.loads((tmp_path / "c" / "manifest.json").read_text())["config"]
+    assert config["options"]["ready_timeout"] == 30.0
+    assert config["options"]["setup_delay"] == 0.1
+
+
+def test_every_option_a_package_reads_is_declared() -> None:
+    """Each ``options.get("KEY")`` of the core, the domains and the STRATUS plugin names a
+    key some plugin declares, so no setting a component reads can be refused as unknown."""
+    import re
+
+    from itbench.bench import Bench
+
+    repo = Path(__file__).resolve().parents[1]
+    declared = {s.key for s in Bench().options.values()}
+    read: dict[str, str] = {}
+    for root in ("itbench", "sre", "ciso", "finops", "plugins/itbench-stratus"):
+        for path in (repo / root).rglob("*.py"):
+            if "tests" in path.parts:
+                continue
+            for key in re.findall(r"options\.get\(\s*\"([a-z_]+)\"", path.read_text()):
+                read[key] = str(path.relative_to(repo))
+    assert read, "no option read found: the pattern is stale"
+    missing = {k: p for k, p in read.items() if k not in declared}
+    assert not missing, f"options read but declared by no plugin: {missing}"

@@ -157,7 +157,7 @@ def test_leaderboard_rows_of_one_agent_kind_keep_their_labels_apart(
 def test_leaderboard_markdown_cannot_be_broken_by_a_model_name(
     toy_bench: Any, tmp_path: Path, state: Path
 ) -> None:
-    """F3: `--option model=...` reaches the Markdown board unescaped (newlines, raw HTML).
+    """F3: `--option llm_model=...` reaches the Markdown board unescaped (newlines, raw HTML).
 
     An honest pipeline (evaluate, leaderboard add, leaderboard) with a model named
     "gpt\\n\\n<!--" ends the table and opens an HTML comment that hides every lower row.
@@ -165,7 +165,7 @@ def test_leaderboard_markdown_cannot_be_broken_by_a_model_name(
     from itbench.report.leaderboard import add_run
 
     board = tmp_path / "board"
-    a = _run(toy_bench, tmp_path / "a", "oracle", ["toy/*"], options={"model": "gpt\n\n<!--"})
+    a = _run(toy_bench, tmp_path / "a", "oracle", ["toy/*"], options={"llm_model": "gpt\n\n<!--"})
     b = _run(toy_bench, tmp_path / "b", "toy/solver", ["toy/*"])
     add_run(a, board, "a", "0.1.0", toy_bench, provenance=False)
     add_run(b, board, "b", "0.1.0", toy_bench, provenance=False)

@@ -9,17 +9,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-from itbench import leakprobe
+from itbench import bounds, leakprobe
 from itbench.agents import Agent, AgentContext, AgentSpec, BaselineAgent, NoopAgent, OracleAgent
 from itbench.chat import configure as configure_llm
-from itbench.command import MCP_OPTION, CommandAgent, configure_program
+from itbench.chat import option_specs as llm_options
+from itbench.command import CommandAgent, configure_program
 from itbench.command import configure as configure_command
-from itbench.domain import TrialContext
+from itbench.command import option_specs as command_options
+from itbench.domain import READY_TIMEOUT_OPTION, TrialContext
 from itbench.human import HumanAgent
 from itbench.llm import LlmAgent
 from itbench.markers import hookimpl
-from itbench.models import MODEL_OPTION, ScenarioSpec, Submission, TaskView
-from itbench.options import OptionSpec
+from itbench.models import ScenarioSpec, Submission, TaskView
+from itbench.options import OptionSpec, check_number
 from itbench.tools import Toolbox
 
 #: The probe agents ``itbench validate`` runs beside oracle and noop; each must fail.
@@ -186,21 +188,16 @@ def itbench_register_agents() -> list[AgentSpec]:
 
 @hookimpl
 def itbench_register_options() -> list[OptionSpec]:
-    """The flags of the ``llm`` agent and ``--mcp`` of the ``command`` agent."""
+    """The options of the ``llm`` and ``command`` agents, the sandbox's bounds and the runner's."""
     return [
-        OptionSpec("model", MODEL_OPTION, "llm: the model name the server knows."),
-        OptionSpec("base-url", "llm_base_url", "llm: the Chat Completions server's base URL."),
+        *llm_options(),
+        *command_options(),
+        *bounds.option_specs(),
         OptionSpec(
-            "api-key-env",
-            "llm_api_key_env",
-            "llm: the environment variable holding the API key (default OPENAI_API_KEY).",
-        ),
-        OptionSpec("temperature", "llm_temperature", "llm: the sampling temperature (default 0)."),
-        OptionSpec("max-steps", "llm_max_steps", "llm: model responses per trial (default 40)."),
-        OptionSpec(
-            "mcp",
-            MCP_OPTION,
-            "command: serve the trial's tools over MCP too and write .mcp.json into the workspace.",
-            switch=True,
+            READY_TIMEOUT_OPTION,
+            READY_TIMEOUT_OPTION,
+            "Seconds an environment may take to make its fault observable (default 120).",
+            check=check_number(1, 86_400),
+            flag=False,
         ),
     ]

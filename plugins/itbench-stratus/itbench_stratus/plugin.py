@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from itbench import AgentSpec, hookimpl
-from itbench_stratus.agent import StratusAgent, configure
+from itbench import AgentSpec, OptionSpec, check_integer, check_number, hookimpl
+from itbench_stratus.agent import OPTIONS, StratusAgent, configure
 
 
 @hookimpl
@@ -18,4 +18,23 @@ def itbench_register_agents() -> list[AgentSpec]:
             domains=["sre"],
             configure=configure,
         )
+    ]
+
+
+@hookimpl
+def itbench_register_options() -> list[OptionSpec]:
+    """The ``stratus_*`` settings (``--option stratus_attempts=N`` and the like)."""
+    return [
+        OptionSpec(
+            key,
+            key,
+            f"stratus: {key.removeprefix('stratus_').replace('_', ' ')} (default {default:g}).",
+            check=(
+                check_integer(int(low), int(high))
+                if isinstance(default, int)
+                else check_number(low, high)
+            ),
+            flag=False,
+        )
+        for key, (default, low, high) in OPTIONS.items()
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from itbench import AgentSpec, Domain, OptionSpec, hookimpl
+from itbench import AgentSpec, Domain, OptionSpec, check_number, hookimpl
 from itbench_toy.agents import crasher, sleeper, slow_solver, solver
 from itbench_toy.domain import ToyDomain
 
@@ -36,5 +36,16 @@ def itbench_register_agents() -> list[AgentSpec]:
 
 @hookimpl
 def itbench_register_options() -> list[OptionSpec]:
-    """A run flag for the tests: ``--fail-setup 1`` makes every toy setup fail."""
-    return [OptionSpec("fail-setup", "fail_setup", "Make toy setups fail.", ("1",))]
+    """A run flag for the tests (``--fail-setup 1`` makes every toy setup fail) and the
+    options the toy domain reads."""
+    return [
+        OptionSpec("fail-setup", "fail_setup", "Make toy setups fail.", ("1",)),
+        *(
+            OptionSpec(
+                key, key, "Seconds the toy step sleeps.", check=check_number(0, 60), flag=False
+            )
+            for key in ("setup_delay", "teardown_delay", "eval_delay")
+        ),
+        OptionSpec("tamper", "tamper", "What the toy domain tampers with.", flag=False),
+        OptionSpec("harness_server", "harness_server", "Start a harness-side server.", flag=False),
+    ]
