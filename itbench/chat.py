@@ -206,6 +206,19 @@ _FLAGS = {
     "temperature": ("temperature", "llm: the sampling temperature (default 0)."),
     "max_steps": ("max-steps", "llm: model responses per trial (default 40)."),
 }
+#: What the other ``llm_*`` options set (see :class:`LlmSettings`).
+_HELP = {
+    "seed": "the sampling seed sent to the server (default: each trial's public seed)",
+    "max_tokens": "output tokens per response (default: the server's)",
+    "tool_output_chars": "characters of a tool result shown to the model (default 12000)",
+    "submit_retries": "refused submissions the model may correct (default 3)",
+    "retries": "retries of one request on 408, 409, 429, 5xx and lost connections (default 6)",
+    "request_timeout": "seconds one request may take (default 120)",
+    "price_input": "USD per million input tokens (default: from the price table)",
+    "price_output": "USD per million output tokens (default: from the price table)",
+    "prices": "a price table file replacing the shipped one",
+    "system_prompt": "a file replacing the domain's system prompt",
+}
 
 
 def option_specs() -> list[OptionSpec]:
@@ -217,7 +230,7 @@ def option_specs() -> list[OptionSpec]:
     }
     specs = []
     for name, check in checks.items():
-        flag, help_ = _FLAGS.get(name, (PREFIX + name, f"llm: the setting {name} of LlmSettings."))
+        flag, help_ = _FLAGS[name] if name in _FLAGS else (PREFIX + name, f"llm: {_HELP[name]}.")
         specs.append(OptionSpec(flag, PREFIX + name, help_, check=check, flag=name in _FLAGS))
     return specs
 

@@ -111,17 +111,23 @@ def itbench_register_reporters() -> list[ReporterSpec]:
 
 @hookspec
 def itbench_register_options() -> list[OptionSpec]:
-    """Register run flags of ``itbench evaluate`` and ``itbench validate``.
+    """Declare the run options a plugin reads, with their flags and checks.
 
     Runs wherever the plugins are loaded (the command's process, and each worker of the
     ``processes`` and ``ray`` executors), when the names it registers are first looked up.
 
-    A flag ``--NAME VALUE`` sets the trial option ``KEY`` that the domain reads from
-    :attr:`itbench.TrialContext.options`, exactly as ``--option KEY=VALUE`` does, but
-    with its own name, help and allowed values in listings and error messages.
+    Every key a domain or agent reads from :attr:`itbench.TrialContext.options` (or
+    :attr:`itbench.AgentContext.options`) must be declared here: ``itbench evaluate`` and
+    ``itbench validate`` refuse a run, before its first trial and with exit status 2, when
+    ``--option KEY=VALUE`` names a key nobody declared (listing the declared ones) or a value
+    fails the declaring spec's ``choices`` or ``check`` (:func:`itbench.check_number`,
+    :func:`itbench.check_integer`, :func:`itbench.check_text` or any callable raising
+    ValueError). A spec with ``flag=True`` also adds ``--NAME VALUE``, exactly as
+    ``--option KEY=VALUE`` but with its own name, help and allowed values in listings and error
+    messages; ``itbench plugins`` lists every option.
 
     Returns:
-        :class:`itbench.OptionSpec` objects; each flag name must be unique.
+        :class:`itbench.OptionSpec` objects; each name must be unique.
     """
 
 

@@ -7,6 +7,7 @@ first trial when a key is declared by nobody or a value fails its check.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -126,9 +127,11 @@ def check_options(options: Mapping[str, Any], specs: Iterable[OptionSpec]) -> di
     for key, value in options.items():
         spec = by_key.get(key)
         if spec is None:
+            near = difflib.get_close_matches(key, list(by_key), n=1)
+            hint = f"did you mean {near[0]}? " if near else ""
             raise OptionError(
-                f"unknown option {key!r}; the options are: {', '.join(sorted(by_key))} "
-                "(see `itbench plugins`)"
+                f"unknown option {key} ({hint}the options: {', '.join(sorted(by_key))}; "
+                "see `itbench plugins`)"
             )
         out[key] = spec.checked(value)
     return out

@@ -475,8 +475,14 @@ def test_every_option_is_declared_and_checked_before_any_trial(
     res = itbench("evaluate", "--agent", "noop", "-s", "toy/healthy", "--out", "a",
                   "--option", "nosuch=1")  # fmt: skip
     assert res.returncode == 2, res.stderr
-    assert "unknown option 'nosuch'" in res.stderr
+    assert "unknown option nosuch (the options: " in res.stderr
     assert "ready_timeout" in res.stderr and "agent_memory" in res.stderr  # the valid ones
+    res = itbench("evaluate", "--agent", "noop", "-s", "toy/healthy", "--out", "a",
+                  "--option", "ready_timout=30")  # fmt: skip
+    assert res.returncode == 2 and "did you mean ready_timeout?" in res.stderr, res.stderr
+    listing = itbench("plugins").stdout
+    assert "--option ready_timeout=VALUE: Seconds an environment" in listing, listing
+    assert "--policy-engine regorus|regopy|opa:" in listing
     for option, reason in (
         ("ready_timeout=abc", "option ready_timeout: 'abc' is not a number from 1 to 86400"),
         ("setup_delay=-1", "option setup_delay: -1 is not a number from 0 to 60"),

@@ -57,7 +57,7 @@ def plugins(as_json: bool, plugins: tuple[str, ...]) -> None:
                 "reporters": sorted(bench.reporters),
                 "options": [
                     {
-                        "flag": f"--{o.name}",
+                        "flag": f"--{o.name}" if o.flag else None,
                         "key": o.key,
                         "help": o.help,
                         "choices": list(o.choices),
@@ -84,9 +84,10 @@ def plugins(as_json: bool, plugins: tuple[str, ...]) -> None:
         )
         console.out.print(f"domains: {', '.join(sorted(bench.domains)) or '–'}", highlight=False)
         console.out.print(f"agents: {', '.join(sorted(bench.agents))}", highlight=False)
-        for o in bench.options.values():
+        for o in sorted(bench.options.values(), key=lambda o: (not o.flag, o.key)):
             values = "" if o.switch else " " + ("|".join(o.choices) or "VALUE")
-            console.out.print(f"--{o.name}{values}: {o.help}", highlight=False, markup=False)
+            spelling = f"--{o.name}{values}" if o.flag else f"--option {o.key}={values.strip()}"
+            console.out.print(f"{spelling}: {o.help}", highlight=False, markup=False)
     report_problems(bench)
     if problems:
         console.problem(f"{len(problems)} plugin problem(s)")
