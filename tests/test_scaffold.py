@@ -192,10 +192,20 @@ def test_agent_scaffold_runs_on_a_domain_and_passes_its_tests(venv: Venv) -> Non
     dist = _scaffold(venv, "agent")
     run = venv.root / "agent-run"
     _ok(
-        venv.itbench("evaluate", "--agent", "scout", "-s", "ciso/k8s-host-namespaces", "--out", run)
+        venv.itbench(
+            "evaluate",
+            "--agent",
+            "scout",
+            "-s",
+            "ciso/k8s-host-namespaces",
+            "--out",
+            run,
+            "--option",
+            "scout_max_calls=1",  # declared by the scaffold's plugin
+        )
     )
     [line] = (run / "results.jsonl").read_text().splitlines()
     result = json.loads(line)
     assert result["status"] in ("passed", "failed"), result["error"]
-    assert result["tool_calls"] >= 1 and result["labels"] == ["unsandboxed"]
+    assert result["tool_calls"] == 1 and result["labels"] == ["unsandboxed"]
     _own_tests(venv, dist)

@@ -27,9 +27,10 @@ def names_for(name: str) -> dict[str, str]:
 
     Returns:
         ``name`` (the domain, the agent or the pack's id prefix), ``module`` (the import
-        package) and ``dist`` (the distribution).
+        package), ``dist`` (the distribution) and ``key`` (the prefix of its option keys).
     """
-    return {"name": name, "module": "itbench_" + name.replace("-", "_"), "dist": f"itbench-{name}"}
+    key = name.replace("-", "_")
+    return {"name": name, "module": f"itbench_{key}", "dist": f"itbench-{name}", "key": key}
 
 
 def _check_name(name: str) -> None:
