@@ -113,7 +113,7 @@ def test_setup_failure_is_an_error_exit_1_and_teardown_runs(itbench: CliFn, tmp_
         "-s",
         "toy/healthy",
         "--option",
-        "fail_setup=true",
+        "fail_setup=1",
         "--out",
         "e",
     )
