@@ -108,7 +108,9 @@ def test_a_wrong_first_mitigation_is_undone_and_the_second_succeeds(tmp_path: Pa
 def test_bad_stratus_options_are_refused_before_any_trial(tmp_path: Path) -> None:
     from itbench.errors import UsageError
 
-    with pytest.raises(UsageError, match="option stratus_attempts: 0 is not a number from 1 to 10"):
+    with pytest.raises(
+        UsageError, match="option stratus_attempts: 0 is not a whole number from 1 to 10"
+    ):
         run_scenarios(
             "stratus",
             [SCENARIO],
