@@ -329,25 +329,38 @@ def test_inspect_export_is_read_back_by_inspect(llm_run: Run, tmp_path: Path) ->
         cli, ["export", "--format", "inspect", str(right), str(wrong), "--out", str(tmp_path)]
     )
     assert out.exit_code == 0, out.output
+    versions = json.loads((right / "manifest.json").read_text())["catalog_versions"]
     logs = {}
-    for path in tmp_path.glob("*.eval"):
+    for path in tmp_path.glob("*.eval"):  # one log per run and domain
         log = read_eval_log(str(path))
         assert log.status == "success" and log.eval.model == MODEL
-        assert log.samples is not None and len(log.samples) == 3
+        assert log.samples is not None and len(log.samples) == 1
+        domain = log.eval.task.removeprefix("itbench/")
+        assert log.eval.task_version == versions[domain]
         assert log.results is not None
-        logs[log.results.scores[0].metrics["accuracy"].value] = (path, log)
+        logs[(domain, log.results.scores[0].metrics["accuracy"].value)] = (path, log)
     # The wrong answers pass nothing; the right ones everything.
-    low, high = sorted(logs)
-    assert low == 0.0 and high == 1.0
-    path, log = logs[high]
+    assert sorted(logs) == sorted((d, a) for d in SCENARIOS for a in (0.0, 1.0))
+    path, log = logs[("ciso", 1.0)]
     assert log.samples is not None
-    ciso = {s.id: s for s in log.samples}[SCENARIOS["ciso"]]
+    [ciso] = log.samples
+    assert ciso.id == SCENARIOS["ciso"]
     assert ciso.epoch == 1 and ciso.scores is not None and ciso.scores["itbench"].value == 1.0
     roles = [m.role for m in ciso.messages]
     assert roles[:3] == ["system", "user", "assistant"] and "tool" in roles
-    assert (
-        ciso.model_usage[MODEL].input_tokens
-        == llm_run.results[(SCENARIOS["ciso"], 0)].usage.input_tokens
-    )
+    result = llm_run.results[(SCENARIOS["ciso"], 0)]
+    assert ciso.model_usage[MODEL].input_tokens == result.usage.input_tokens
+    # Every numeric metric is a score of its own, and its mean is in the log's results.
+    numeric = {k: float(v) for k, v in result.metrics.items() if isinstance(v, bool | int | float)}
+    assert numeric and {k: ciso.scores[k].value for k in numeric} == numeric
+    assert set(numeric) <= {s.name for s in log.results.scores}
+    # The transcript: a model event per response, a tool event per call, in order.
+    assert log.samples is not None
+    model_events = [e for e in ciso.events if e.event == "model"]
+    tool_events = [e for e in ciso.events if e.event == "tool"]
+    assert len(model_events) == roles.count("assistant")
+    assert model_events[0].output.usage is not None and model_events[0].input
+    assert "kubectl_get" in [e.function for e in tool_events]
+    assert ciso.events.index(model_events[0]) < ciso.events.index(tool_events[0])
     frame = samples_df(str(path))
-    assert len(frame) == 3
+    assert len(frame) == 1

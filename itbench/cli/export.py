@@ -28,20 +28,22 @@ from itbench.errors import RunDirError
 def export(run_dirs: tuple[Path, ...], fmt: str, out: Path | None) -> None:
     """Export runs to another tool's format.
 
-    `--format inspect` writes one inspect_ai log (.eval) per run: a sample per trial with its
-    messages (tool calls for agents without a model), score (1 passed, 0 otherwise; the
-    metrics as metadata) and model usage, for `inspect view` and inspect's data frames.
-    Ground truth is not exported.
+    `--format inspect` writes one inspect_ai log (.eval) per run and domain, its task
+    `itbench/DOMAIN` at the catalog's version: a sample per trial with its messages (tool
+    calls for agents without a model), events (model responses, tool calls, agent events),
+    scores (`itbench`: 1 passed, 0 otherwise; one per numeric metric) and model usage, for
+    `inspect view` and inspect's data frames. Ground truth is not exported.
     """
     from itbench.inspect_export import export_run
 
     for run_dir in run_dirs:
         try:
-            path = export_run(run_dir, out or run_dir / "inspect")
+            paths = export_run(run_dir, out or run_dir / "inspect")
         except RunDirError as exc:
             raise click.UsageError(str(exc)) from None
         except ImportError as exc:
             raise click.UsageError(
                 f"the inspect export needs inspect_ai ({exc}): pip install 'itbench[inspect]'"
             ) from None
-        console.out.print(f"wrote {path}", highlight=False)
+        for path in paths:
+            console.out.print(f"wrote {path}", highlight=False)
