@@ -45,11 +45,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 from itbench import bounds, mcpbridge, stopped
 from itbench.agents import Agent, AgentContext
+from itbench.httpwatch import Exchange, HttpWatcher
 from itbench.mcpserver import McpServer
 from itbench.models import AgentOutput, Submission, TaskView, Usage
 from itbench.options import OptionSpec, check_integer, check_text
@@ -59,6 +61,7 @@ from itbench.sandbox import OPT, Sandbox, agent_dir_for, check_agent_dir
 from itbench.submit import Submitter
 from itbench.tools import Toolbox
 from itbench.toolserver import ToolServer
+from itbench.trajectory import EventStep
 
 COMMAND_OPTION = "agent_command"
 AGENT_DIR_OPTION = "agent_dir"
@@ -66,6 +69,8 @@ OUTPUT_CAP_OPTION = "agent_output_cap"
 PORTS_OPTION = "agent_ports"
 MCP_OPTION = "mcp"
 MCP_TRANSPORT_OPTION = "mcp_transport"
+#: The trajectory event of a request the program sent to a task endpoint through the relay.
+ENDPOINT_REQUEST = "endpoint_request"
 #: The MCP client configuration written into the workspace with ``--mcp``.
 MCP_CONFIG = ".mcp.json"
 #: Where the stdio launcher is inside the sandbox.
@@ -372,8 +377,20 @@ class CommandAgent(Agent):
                 if self.agent_dir is not None:
                     check_agent_dir(self.agent_dir, [*self.protected, ws])
                 files = {k: v.read_text(encoding="utf-8") for k, v in self.files.items()}
+                endpoints = set(context_ports(task.context)) - set(ports[:1])
+                if mcp is not None:
+                    endpoints.discard(mcp.port)
                 sandbox = Sandbox(
-                    ws, ports, self.agent_dir, variables, files, self.bounds, self.log_dir
+                    ws,
+                    ports,
+                    self.agent_dir,
+                    variables,
+                    files,
+                    self.bounds,
+                    self.log_dir,
+                    watch=lambda port: (
+                        HttpWatcher(port, self._journal_request) if port in endpoints else None
+                    ),
                 )
                 sandbox.prepare()
                 self.unbounded = sandbox.unbounded
@@ -409,6 +426,17 @@ class CommandAgent(Agent):
             why = "".join(f" ({r})" for r in reached)
             raise RuntimeError(f"agent command exited with {returncode}{why}: {' | '.join(tail)}")
         return self._submission(ws / "submission.json", logs / "agent.stdout")
+
+    def _journal_request(self, exchange: Exchange) -> None:
+        """Journal a request the program sent to a task endpoint (no credentials, no body)."""
+        self.steps.append(
+            EventStep(
+                name=ENDPOINT_REQUEST,
+                at=datetime.fromtimestamp(exchange.started, UTC),
+                elapsed=exchange.seconds,
+                detail=exchange.record(),
+            )
+        )
 
     def _execute(
         self,

@@ -22,7 +22,8 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 _CHUNK = 65536
 _HEADER_MAX = 8
@@ -30,13 +31,24 @@ _HEADER_MAX = 8
 MAX_CONNECTIONS = 64
 
 
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    """Copy ``src`` to ``dst`` until end of stream, then half-close ``dst``."""
+def _pump(
+    src: socket.socket, dst: socket.socket, seen: Callable[[bytes], None] | None = None
+) -> None:
+    """Copy ``src`` to ``dst`` until end of stream, then half-close ``dst``.
+
+    ``seen`` gets a copy of each piece before it is passed on, so a request is seen before
+    its answer can come back (a failing observer never stops the copy).
+    """
     try:
         while True:
             data = src.recv(_CHUNK)
             if not data:
                 break
+            if seen is not None:
+                try:
+                    seen(data)
+                except Exception:
+                    seen = None
             dst.sendall(data)
     except OSError:
         pass
@@ -45,11 +57,16 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
             dst.shutdown(socket.SHUT_WR)
 
 
-def splice(a: socket.socket, b: socket.socket) -> None:
-    """Relay two connected sockets both ways until both directions end; closes both."""
-    back = threading.Thread(target=_pump, args=(b, a), daemon=True)
+def splice(a: socket.socket, b: socket.socket, watcher: Any = None) -> None:
+    """Relay two connected sockets both ways until both directions end; closes both.
+
+    A ``watcher`` (with ``sent(data)`` and ``received(data)``) sees a copy of what ``a``
+    sends and of what ``b`` sends back.
+    """
+    back_seen = watcher.received if watcher is not None else None
+    back = threading.Thread(target=_pump, args=(b, a, back_seen), daemon=True)
     back.start()
-    _pump(a, b)
+    _pump(a, b, watcher.sent if watcher is not None else None)
     back.join()
     a.close()
     b.close()
@@ -75,11 +92,17 @@ class Relay:
         path: Where to create the socket (its directory must be private to the harness
             except for the sandbox that binds it).
         ports: The TCP ports of 127.0.0.1 a connection may ask for.
+        watch: Gives the watcher of a new connection to a port (an object with
+            ``sent(data)`` and ``received(data)``, see :class:`itbench.httpwatch.HttpWatcher`),
+            or None to leave it unwatched.
     """
 
-    def __init__(self, path: str, ports: Iterable[int]) -> None:
+    def __init__(
+        self, path: str, ports: Iterable[int], watch: Callable[[int], Any] | None = None
+    ) -> None:
         self.path = path
         self.ports = frozenset(ports)
+        self.watch = watch
         self.refused: list[int | None] = []
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._live: set[socket.socket] = set()
@@ -133,7 +156,7 @@ class Relay:
         with self._live_lock:
             self._live.add(upstream)
         try:
-            splice(conn, upstream)
+            splice(conn, upstream, self.watch(port) if self.watch is not None else None)
         finally:
             with self._live_lock:
                 self._live.discard(upstream)

@@ -51,9 +51,10 @@ import resource
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from itbench import mcpbridge, netbridge, seccomp, toolclient
 from itbench.bounds import Bounds, bounds_problem
@@ -171,6 +172,8 @@ class Sandbox:
             their content (a probe program, for one).
         bounds: Memory, processes, CPU and workspace bounds (``None``: none).
         trial_dir: Where the list of workspace files not kept goes.
+        watch: The relay's watcher of each new connection to a port (see
+            :class:`itbench.netbridge.Relay`); None watches nothing.
     """
 
     workspace: Path
@@ -181,6 +184,7 @@ class Sandbox:
     bounds: Bounds | None = None
     trial_dir: Path | None = None
     uid: int = field(default_factory=lambda: secrets.SystemRandom().randint(*UID_RANGE))
+    watch: Callable[[int], Any] | None = None
 
     def __post_init__(self) -> None:
         self.mount_at = self.workspace
@@ -267,7 +271,7 @@ class Sandbox:
         self.workspace.chmod(0o700)
         if self.bounds is not None:
             self._bind_bounds(self.bounds)
-        self.relay = netbridge.Relay(str(self._sock_dir / "bridge.sock"), self.ports)
+        self.relay = netbridge.Relay(str(self._sock_dir / "bridge.sock"), self.ports, self.watch)
 
     def _bind_bounds(self, bounds: Bounds) -> None:
         """Make the control groups and mount the bounded workspace (or say why not)."""

@@ -6,6 +6,7 @@ import contextlib
 import socket
 import threading
 import time
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from itbench import netbridge
@@ -93,3 +94,128 @@ def test_a_connection_flood_is_capped_and_stop_closes_live_connections(tmp_path:
     for c in conns:
         c.close()
     server.close()
+
+
+class _Api(BaseHTTPRequestHandler):
+    """A keep-alive HTTP/1.1 endpoint: plain, chunked, HEAD and form answers."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/chunked"):
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", "13")
+        self.end_headers()
+        self.wfile.write(b"HTTP/1.1 500 ")  # a body that looks like a head
+
+    def do_HEAD(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "10")
+        self.end_headers()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(400 if "Action" not in str(self.headers) else 200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"no")
+
+
+def test_http_exchanges_to_an_endpoint_are_reported_without_queries_credentials_or_bodies(
+    tmp_path: Path,
+) -> None:
+    """One keep-alive connection with plain, chunked, HEAD and AWS requests (a form body sent
+    after its head), then a connection that is not HTTP: each exchange is reported in order
+    with its method, path, action, service and status; the bytes pass unchanged."""
+    from http.server import ThreadingHTTPServer
+
+    from itbench.httpwatch import HttpWatcher
+
+    api = ThreadingHTTPServer(("127.0.0.1", 0), _Api)
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    port = api.server_address[1]
+    seen: list[dict[str, object]] = []
+    relay = netbridge.Relay(
+        str(tmp_path / "r.sock"),
+        [port],
+        lambda p: HttpWatcher(p, lambda e: seen.append(e.record())),
+    )
+    form = b"Action=DescribeInstances&Version=2016-11-15&Token=s3cret"
+    signed = (
+        b"Authorization: AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261207/us-east-1/ec2/"
+        b"aws4_request, SignedHeaders=host, Signature=f00d\r\n"
+    )
+    try:
+        conn = _connect(tmp_path / "r.sock", f"{port}\n".encode())
+        conn.settimeout(10)
+        stream = conn.makefile("rb")
+
+        def answer(head: bool = False) -> bytes:
+            status = stream.readline()
+            length, chunked = 0, False
+            while (line := stream.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode().partition(":")
+                length = int(value) if name.lower() == "content-length" else length
+                chunked = chunked or "chunked" in line.decode().lower()
+            if chunked:
+                body = b""
+                while (size := int(stream.readline().strip(), 16)) > 0:
+                    body += stream.read(size)
+                    stream.readline()
+                stream.readline()
+                return status + body
+            return status + (stream.read(length) if length and not head else b"")
+
+        conn.sendall(b"GET /api/v1/query?query=up&token=s3cret HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answer() == b"HTTP/1.1 200 OK\r\nHTTP/1.1 500 "
+        conn.sendall(b"GET /chunked HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answer().endswith(b"hello world")
+        conn.sendall(b"HEAD /bucket/key HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answer(head=True).startswith(b"HTTP/1.1 200")
+        conn.sendall(
+            b"POST / HTTP/1.1\r\nHost: x\r\n" + signed
+            + b"Content-Type: application/x-www-form-urlencoded\r\n"
+            + f"Content-Length: {len(form)}\r\n\r\n".encode()
+        )  # fmt: skip
+        time.sleep(0.2)
+        conn.sendall(form)
+        assert answer().startswith(b"HTTP/1.1 400")
+        conn.sendall(
+            b"POST /ssm HTTP/1.1\r\nHost: x\r\nX-Amz-Target: AmazonSSM.GetParameter\r\n"
+            b"Content-Type: application/x-amz-json-1.1\r\nContent-Length: 2\r\n\r\n{}"
+        )
+        assert answer().startswith(b"HTTP/1.1 400")
+        conn.close()
+        other = _connect(tmp_path / "r.sock", f"{port}\n".encode())
+        other.sendall(b"\x16\x03\x01\x00\x05hello\r\n\r\n")
+        other.settimeout(10)
+        assert other.recv(100)  # relayed: the server answers (its refusal)
+        other.close()
+    finally:
+        relay.stop()
+        api.shutdown()
+    timings = [r.pop("seconds") for r in seen]
+    assert seen == [
+        {"port": port, "method": "GET", "path": "/api/v1/query", "status": 200},
+        {"port": port, "method": "GET", "path": "/chunked", "status": 200},
+        {"port": port, "method": "HEAD", "path": "/bucket/key", "status": 200},
+        {
+            "port": port,
+            "method": "POST",
+            "path": "/",
+            "action": "DescribeInstances",
+            "service": "ec2",
+            "status": 400,
+        },
+        {"port": port, "method": "POST", "path": "/ssm", "action": "GetParameter", "status": 400},
+    ]
+    assert all(isinstance(t, float) and t >= 0 for t in timings)
+    assert not any(w in str(seen) for w in ("s3cret", "AKIDEXAMPLE", "f00d", "query=", "Token"))

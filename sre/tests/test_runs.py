@@ -127,3 +127,18 @@ def test_external_program_uses_the_same_tools(tmp_path: Path) -> None:
     codes = json.loads(submitted["notes"])
     assert codes.pop("GET /api/v1/query?query=up") == 200
     assert codes and all(code in (403, 405) for code in codes.values()), codes
+    # Its requests to the Prometheus endpoint are in the trajectory, in order, without their
+    # query strings: the accepted ones and the refused ones alike.
+    trajectory = json.loads(
+        (tmp_path / "run" / "trials" / result.handle / "trajectory.json").read_text()
+    )
+    requests = [s["detail"] for s in trajectory["steps"] if s.get("name") == "endpoint_request"]
+    seen = [(r["method"], r["path"], r["status"]) for r in requests]
+    asked = [
+        (k.split()[0], k.split()[1].split("?")[0], v)
+        for k, v in json.loads(submitted["notes"]).items()
+    ]
+    assert seen[: len(asked)] == asked, seen
+    assert seen[len(asked) :] == [("GET", "/api/v1/query", 200)]
+    assert all(r["seconds"] >= 0 for r in requests)
+    assert "query=" not in json.dumps(requests) and "match" not in json.dumps(requests)
