@@ -803,5 +803,9 @@ class FinOpsSubmission(Submission):
     explained_by: list[str] = Field(
         default_factory=list,
         description="With incident=false: the id of each resource (as the APIs and the "
-        "billing export name it) that explains what the task describes, as the task asks.",
+        "billing export name it) that explains what the task describes, as the task asks: an "
+        "instance's InstanceId (i-...), a volume's VolumeId (vol-...), a snapshot's SnapshotId "
+        "(snap-...), an Elastic IP's AllocationId (eipalloc-...), a NAT gateway's NatGatewayId "
+        "(nat-...), a load balancer's LoadBalancerArn; any other resource (a bucket, a "
+        "database, a budget) by its name.",
     )

@@ -116,7 +116,10 @@ def make_tools(env: Sandbox) -> list[Tool]:
         params: dict[str, Any] | None = None,
         account_id: str | None = None,
     ) -> Any:
-        """Call a read-only AWS API operation (Describe*, List*, Get*) on the sandbox endpoint.
+        """Call a read-only AWS API operation (Describe*, List*, Get*, Head*) on the sandbox endpoint.
+
+        A result longer than 400,000 characters of JSON is refused: narrow the request (its
+        filters, ``MaxResults`` and the next page's token, a shorter time range).
 
         Args:
             service: boto3 service name, e.g. ec2, rds, elbv2, autoscaling, cloudwatch, budgets, ce, s3.
