@@ -112,3 +112,26 @@ def _collector_playbook(collector: str) -> str:
         ],
         sort_keys=False,
     )
+
+
+def test_evaluate_policy_runs_a_policy_set_module_in_its_own_package(
+    domain: CisoDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """A policy set's module (package compliance.control_NN) is tried as it will be submitted;
+    a package outside compliance is refused with the reason."""
+    spec = catalog.scenarios["ciso/update-image-tag-image-registry"]
+    assert isinstance(spec, CisoSpec)
+    with live(domain, spec, tmp_path) as (env, ctx):
+        toolbox, _ = toolbox_and_task(domain, spec, env, ctx)
+        policies = toolbox.call("read_policies")
+        tried = {
+            name: toolbox.call("evaluate_policy", policy=text) for name, text in policies.items()
+        }
+        always = 'package compliance.control_09\n\nviolations contains "every" if true\n'
+        flagged = toolbox.call("evaluate_policy", policy=always)
+        foreign = toolbox.call(
+            "evaluate_policy", policy=always.replace("compliance.control_09", "other")
+        )
+    assert all(t["compiles"] and isinstance(t["violations"], list) for t in tried.values()), tried
+    assert flagged == {"compiles": True, "violations": ["every"], "error": None}
+    assert foreign["compiles"] is False and "package other: use compliance" in foreign["error"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -15,6 +16,11 @@ from itbench_ciso.checks.base import Variant
 from itbench_ciso.engine import PACKAGE, RULE, PolicyEngine
 from itbench_ciso.scoring import Confusion, evaluation
 from itbench_ciso.spec import CisoSpec, CisoSubmission
+
+#: A module's package line (the first one).
+_PACKAGE_LINE = re.compile(
+    r"^\s*package\s+([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)", re.M
+)
 
 if TYPE_CHECKING:
     from itbench import TrialContext
@@ -83,16 +89,25 @@ class Runtime(ABC):
         """A tool that evaluates a Rego policy with the trial's engine."""
 
         def evaluate_policy(policy: str, input_document: Any = None) -> dict[str, Any]:
-            """Evaluate a Rego policy (package compliance) and return its `violations`.
+            """Evaluate a Rego policy and return its `violations`.
 
+            Its package is compliance, or one below it (a policy set's compliance.control_NN).
             Without input_document the visible system's document is used.
             """
+            found = _PACKAGE_LINE.search(policy)
+            package = found[1] if found else PACKAGE
+            if package != PACKAGE and not package.startswith(f"{PACKAGE}."):
+                return {
+                    "compiles": False,
+                    "error": f"package {package}: use {PACKAGE} or a package below it "
+                    f"({PACKAGE}.control_01)",
+                }
             modules = {"policy.rego": policy}
             error = self.engine.compile(modules)
             if error is not None:
                 return {"compiles": False, "error": error}
             doc = default_input() if input_document is None else input_document
-            verdict = self.engine.evaluate(modules, f"data.{PACKAGE}.{RULE}", [doc])[0]
+            verdict = self.engine.evaluate(modules, f"data.{package}.{RULE}", [doc])[0]
             error = verdict.error
             if verdict.engine_failed:
                 error = f"the judge's engine cannot evaluate this policy ({error}); rewrite it"
