@@ -631,7 +631,7 @@ _register(
     Mechanism(
         "bad_release",
         "bad_release",
-        ("cart", "payment", "catalog"),
+        ("cart", "payment", "catalog", "shipping", "recommendation"),
         _config_change(_new_release),
         _restore,
         _same,

@@ -160,7 +160,10 @@ def test_summary_and_facets_show_mechanisms_and_declared_targets(catalog: Catalo
     assert isinstance(spec, SreSpec)
     summary = spec.summary()
     assert summary["mechanisms"] == ["fd_leak", "bad_release"]
-    assert summary["targets"] == [["catalog", "checkout"], ["cart", "payment"]]
+    assert summary["targets"] == [
+        ["catalog", "checkout"],
+        ["cart", "payment", "shipping", "recommendation"],
+    ]
     assert spec.facets() == {"mechanism": "fd_leak+bad_release", "kind": "multi-fault"}
     control = catalog.scenarios["sre/control-quiet"]
     assert control.facets() == {"mechanism": "none", "kind": "control"}

@@ -90,6 +90,18 @@ PHRASES: dict[str, tuple[str, ...]] = {
         "bad cart entry {item}",
         "failed to store cart entry {item}",
     ),
+    "ranking_failed": (
+        "ranking model unavailable for {count} products",
+        "cannot rank {count} candidates: model not loaded",
+        "recommendation ranking failed ({count} items)",
+        "ranker error over {count} products",
+    ),
+    "quote_failed": (
+        "no carrier rate for {items} items",
+        "carrier table lookup failed for a parcel of {items}",
+        "cannot quote shipping of {items} items",
+        "rate lookup error ({items} items)",
+    ),
     "charge_rejected": (
         "charge rejected by processor adapter: amount {amount}",
         "payment adapter refused the charge of {amount}",
