@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from itbench.models import Usage
-from itbench.options import OptionSpec, check_integer, check_number, check_text
+from itbench.options import OptionSpec, check_integer, check_number, check_text, checked_values
 from itbench.trajectory import EventStep, Step, StepUsage
 
 if TYPE_CHECKING:
@@ -54,18 +54,6 @@ class ModelUnavailable(LlmError):
 
     The trial ends ``unavailable``: neither the agent's failure nor the harness's.
     """
-
-
-def _number(options: Mapping[str, Any], key: str, kind: type, low: float, high: float) -> Any:
-    value = options[key]
-    try:
-        number = kind(value) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        number = None
-    if number is None or (kind is int and float(value) != number) or not low <= number <= high:
-        word = "an integer" if kind is int else "a number"
-        raise ValueError(f"option {key}: {value!r} is not {word} from {low:g} to {high:g}")
-    return number
 
 
 @dataclass(frozen=True)
@@ -157,17 +145,7 @@ def configure(options: dict[str, Any]) -> dict[str, Any]:
     for key in out:
         if key.startswith(PREFIX) and key not in known:
             raise ValueError(f"unknown option {key} (known: {', '.join(sorted(known))})")
-    ranges: list[tuple[str, type, tuple[float, float]]] = [
-        *((name, int, bounds) for name, bounds in _INTEGERS.items()),
-        *((name, float, bounds) for name, bounds in _NUMBERS.items()),
-    ]
-    for name, kind, (low, high) in ranges:
-        if out.get(PREFIX + name) is not None:
-            out[PREFIX + name] = _number(out, PREFIX + name, kind, low, high)
-    for name in _STRINGS:
-        value = out.get(PREFIX + name)
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise ValueError(f"option {PREFIX}{name}: {value!r} is not a non-empty string")
+    out = checked_values(out, option_specs())
     defaults = LlmSettings(model="")
     for name in _RECORDED_DEFAULTS:
         out.setdefault(PREFIX + name, getattr(defaults, name))

@@ -54,7 +54,7 @@ from itbench.agents import Agent, AgentContext
 from itbench.httpwatch import Exchange, HttpWatcher
 from itbench.mcpserver import McpServer
 from itbench.models import AgentOutput, Submission, TaskView, Usage
-from itbench.options import OptionSpec, check_integer, check_text
+from itbench.options import OptionSpec, check_integer, check_text, checked_values
 from itbench.process import stop_marked, stop_pgid
 from itbench.redact import Redactor
 from itbench.sandbox import OPT, Sandbox, agent_dir_for, check_agent_dir
@@ -177,17 +177,10 @@ def configure(options: dict[str, Any]) -> dict[str, Any]:
     """Check the command agent's options once per run (see :attr:`AgentSpec.configure`).
 
     Raises:
-        ValueError: a wrong ``agent_ports``, ``mcp_transport``, ``agent_output_cap`` or bound
-            (:data:`itbench.bounds.OPTIONS`).
+        ValueError: a value that fails the check its option declares (:func:`option_specs`),
+            or a wrong bound (:data:`itbench.bounds.OPTIONS`).
     """
-    extra_ports(options.get(PORTS_OPTION))
-    transport = options.get(MCP_TRANSPORT_OPTION, "http")
-    if transport not in ("http", "stdio"):
-        raise ValueError(f"option {MCP_TRANSPORT_OPTION}: {transport!r} is not http or stdio")
-    cap = options.get(OUTPUT_CAP_OPTION, OUTPUT_CAP)
-    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
-        raise ValueError(f"option {OUTPUT_CAP_OPTION}: {cap!r} is not a number of bytes")
-    return bounds.defaults(options)
+    return bounds.defaults(checked_values(options, option_specs()))
 
 
 def configure_program(options: dict[str, Any]) -> dict[str, Any]:
@@ -197,16 +190,8 @@ def configure_program(options: dict[str, Any]) -> dict[str, Any]:
         ValueError: no ``agent_command``, one that cannot be split into words, or an
             ``agent_dir`` that is not a directory (and every error of :func:`configure`).
     """
-    command = options.get(COMMAND_OPTION)
-    if not command or not isinstance(command, (str, list)):
+    if not options.get(COMMAND_OPTION):
         raise ValueError(f"the command agent needs --option {COMMAND_OPTION}='PROGRAM ARGS'")
-    if isinstance(command, str):
-        try:
-            words = shlex.split(command)
-        except ValueError as exc:
-            raise ValueError(f"option {COMMAND_OPTION}: {exc}") from None
-        if not words:
-            raise ValueError(f"option {COMMAND_OPTION}: no program given")
     directory = options.get(AGENT_DIR_OPTION)
     if directory is not None and not Path(str(directory)).is_dir():
         raise ValueError(f"option {AGENT_DIR_OPTION}: {directory} is not a directory")
@@ -367,8 +352,8 @@ class CommandAgent(Agent):
         submitter: Submitter | None = None
         popen: dict[str, Any] = {}
         try:
-            ports = [int(server.url.rsplit(":", 1)[1]), *context_ports(task.context)]
-            ports += self.extra_ports
+            endpoints = set(context_ports(task.context))
+            ports = [int(server.url.rsplit(":", 1)[1]), *sorted(endpoints), *self.extra_ports]
             if self.mcp:
                 mcp, submitter = self._serve_mcp(task, toolbox, server.token)
                 variables.update(mcp.env())
@@ -377,9 +362,7 @@ class CommandAgent(Agent):
                 if self.agent_dir is not None:
                     check_agent_dir(self.agent_dir, [*self.protected, ws])
                 files = {k: v.read_text(encoding="utf-8") for k, v in self.files.items()}
-                endpoints = set(context_ports(task.context)) - set(ports[:1])
-                if mcp is not None:
-                    endpoints.discard(mcp.port)
+                endpoints -= {ports[0], *([mcp.port] if mcp is not None else [])}
                 sandbox = Sandbox(
                     ws,
                     ports,

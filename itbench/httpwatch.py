@@ -147,7 +147,7 @@ class HttpWatcher:
         self.lost = False
         self._lock = threading.Lock()
         self._pending: deque[Exchange] = deque()
-        self._sent = _Side(self._request, _form_length)
+        self._sent = _Side(self._request, lambda head: _form_length(_headers(head)))
         self._received = _Side(self._answer)
 
     def sent(self, data: bytes) -> None:
@@ -171,7 +171,7 @@ class HttpWatcher:
         action = headers.get("x-amz-target", "").rpartition(".")[2] or None
         length = _length(headers)
         chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-        wanted = _form_length(head)
+        wanted = _form_length(headers)
         if action is None and wanted and len(body_start) >= wanted:
             found = urllib.parse.parse_qs(body_start[:wanted].decode("latin-1")).get("Action")
             action = found[0] if found else None
@@ -214,9 +214,8 @@ class HttpWatcher:
         return _Body(_length(headers), "chunked" in headers.get("transfer-encoding", "").lower())
 
 
-def _form_length(head: bytes) -> int:
+def _form_length(headers: dict[str, str]) -> int:
     """Bytes of a request's body to read with its head: a small form's, else none."""
-    headers = _headers(head)
     length = _length(headers)
     form = "x-www-form-urlencoded" in headers.get("content-type", "")
     return length if form and length is not None and length <= MAX_FORM else 0

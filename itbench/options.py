@@ -116,6 +116,19 @@ def check_text(value: Any) -> str:
     return value
 
 
+def checked_values(options: Mapping[str, Any], specs: Iterable[OptionSpec]) -> dict[str, Any]:
+    """``options`` with the value of each key ``specs`` declare checked (the rest as given).
+
+    Raises:
+        OptionError: a declared value is not allowed.
+    """
+    out = dict(options)
+    for spec in specs:
+        if out.get(spec.key) is not None:
+            out[spec.key] = spec.checked(out[spec.key])
+    return out
+
+
 def check_options(options: Mapping[str, Any], specs: Iterable[OptionSpec]) -> dict[str, Any]:
     """The run's options, each checked by the spec declaring its key.
 

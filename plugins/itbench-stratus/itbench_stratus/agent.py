@@ -33,12 +33,15 @@ from itbench import (
     AgentContext,
     EventStep,
     LlmAgent,
+    OptionSpec,
     Report,
     Submission,
     TaskView,
     Toolbox,
     ToolError,
     ToolLoop,
+    check_integer,
+    check_number,
     configure_llm,
 )
 
@@ -80,17 +83,27 @@ MITIGATION_REPORT = {
 def configure(options: dict[str, Any]) -> dict[str, Any]:
     """Check the ``llm_*`` and ``stratus_*`` options and fill in their defaults."""
     out = configure_llm(options)
-    for key, (default, low, high) in OPTIONS.items():
-        value = out.setdefault(key, default)
-        kind = type(default)
-        try:
-            number = kind(value)
-        except (TypeError, ValueError):
-            number = None
-        if number is None or isinstance(value, bool) or not low <= number <= high:
-            raise ValueError(f"option {key}: {value!r} is not a number from {low:g} to {high:g}")
-        out[key] = number
+    for spec in option_specs():
+        out[spec.key] = spec.checked(out.get(spec.key, OPTIONS[spec.key][0]))
     return out
+
+
+def option_specs() -> list[OptionSpec]:
+    """The ``stratus_*`` settings as declared options (``--option stratus_attempts=N``)."""
+    return [
+        OptionSpec(
+            key,
+            key,
+            f"stratus: {key.removeprefix('stratus_').replace('_', ' ')} (default {default:g}).",
+            check=(
+                check_integer(int(low), int(high))
+                if isinstance(default, int)
+                else check_number(low, high)
+            ),
+            flag=False,
+        )
+        for key, (default, low, high) in OPTIONS.items()
+    ]
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from itbench import AgentSpec, OptionSpec, check_integer, check_number, hookimpl
-from itbench_stratus.agent import OPTIONS, StratusAgent, configure
+from itbench import AgentSpec, OptionSpec, hookimpl
+from itbench_stratus.agent import StratusAgent, configure, option_specs
 
 
 @hookimpl
@@ -24,17 +24,4 @@ def itbench_register_agents() -> list[AgentSpec]:
 @hookimpl
 def itbench_register_options() -> list[OptionSpec]:
     """The ``stratus_*`` settings (``--option stratus_attempts=N`` and the like)."""
-    return [
-        OptionSpec(
-            key,
-            key,
-            f"stratus: {key.removeprefix('stratus_').replace('_', ' ')} (default {default:g}).",
-            check=(
-                check_integer(int(low), int(high))
-                if isinstance(default, int)
-                else check_number(low, high)
-            ),
-            flag=False,
-        )
-        for key, (default, low, high) in OPTIONS.items()
-    ]
+    return option_specs()
