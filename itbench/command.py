@@ -71,6 +71,8 @@ MCP_OPTION = "mcp"
 MCP_TRANSPORT_OPTION = "mcp_transport"
 #: The trajectory event of a request the program sent to a task endpoint through the relay.
 ENDPOINT_REQUEST = "endpoint_request"
+#: Endpoint requests a trial's trajectory journals one by one; the rest are counted.
+MAX_JOURNALED = 5000
 #: The MCP client configuration written into the workspace with ``--mcp``.
 MCP_CONFIG = ".mcp.json"
 #: Where the stdio launcher is inside the sandbox.
@@ -305,6 +307,10 @@ class CommandAgent(Agent):
         self.agent_dir = program_dir(ctx.options, self.argv)
         self.cap = int(ctx.options.get(OUTPUT_CAP_OPTION, OUTPUT_CAP))
         self.extra_ports = extra_ports(ctx.options.get(PORTS_OPTION))
+        #: Endpoint requests journaled, and those past :data:`MAX_JOURNALED` only counted.
+        self.journaled = 0
+        self.unjournaled = 0
+        self._journal_lock = threading.Lock()
         self.bounds = bounds.Bounds.from_options(ctx.options)
         #: The bounds the sandbox applied, under their option names (empty: none).
         self.applied: dict[str, int | float] = {}
@@ -399,6 +405,10 @@ class CommandAgent(Agent):
                 mcp.stop()
             if sandbox is not None:
                 sandbox.close()
+            if self.unjournaled:
+                self.steps.append(
+                    EventStep(name=ENDPOINT_REQUEST, detail={"not_journaled": self.unjournaled})
+                )
         if returncode is None:
             return None
         self._read_usage(ws / "usage.json")
@@ -411,7 +421,16 @@ class CommandAgent(Agent):
         return self._submission(ws / "submission.json", logs / "agent.stdout")
 
     def _journal_request(self, exchange: Exchange) -> None:
-        """Journal a request the program sent to a task endpoint (no credentials, no body)."""
+        """Journal a request the program sent to a task endpoint (no credentials, no body).
+
+        Past :data:`MAX_JOURNALED` requests are only counted: a flood of requests cannot grow
+        the harness or the trajectory without bound.
+        """
+        with self._journal_lock:  # the relay reports from a thread per connection
+            if self.journaled >= MAX_JOURNALED:
+                self.unjournaled += 1
+                return
+            self.journaled += 1
         self.steps.append(
             EventStep(
                 name=ENDPOINT_REQUEST,

@@ -6,6 +6,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -159,3 +160,37 @@ def test_itbench_tool_and_the_standalone_client_answer_alike(
     finally:
         server.stop()
     assert json.loads(ours.stdout)[0]["name"] == "add"
+
+
+def test_a_flood_of_endpoint_requests_is_journaled_up_to_the_cap_then_counted(
+    toy_bench: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sandboxed program that sends many requests to its task's endpoint: the first ones are
+    trajectory events, the rest one count, so a flood cannot grow the trajectory unbounded."""
+    from itbench import command
+    from itbench.models import RunConfig
+    from itbench.runner import Runner
+
+    monkeypatch.setattr(command, "MAX_JOURNALED", 3)
+    program = tmp_path / "agent" / "flood.py"
+    program.parent.mkdir()
+    program.write_text(
+        "import json, os, urllib.request\n"
+        "url = json.load(open(os.environ['ITBENCH_TASK']))['context']['status_url']\n"
+        "for _ in range(8):\n"
+        "    urllib.request.urlopen(url, timeout=10).read()\n"
+    )
+    config = RunConfig(
+        agent="command",
+        scenarios=["toy/healthy"],
+        options={"agent_command": f"/usr/bin/python3 {program}", "harness_server": 1},
+    )
+    [result] = Runner(toy_bench, config, tmp_path / "run").run().results
+    trajectory = json.loads(
+        (tmp_path / "run" / "trials" / result.handle / "trajectory.json").read_text()
+    )
+    events = [s["detail"] for s in trajectory["steps"] if s.get("name") == "endpoint_request"]
+    assert [(e.get("method"), e.get("path"), e.get("status")) for e in events[:3]] == [
+        ("GET", "/status", 200)
+    ] * 3
+    assert events[3:] == [{"not_journaled": 5}]
