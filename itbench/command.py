@@ -378,7 +378,9 @@ class CommandAgent(Agent):
                     self.bounds,
                     self.log_dir,
                     watch=lambda port: (
-                        HttpWatcher(port, self._journal_request) if port in endpoints else None
+                        HttpWatcher(port, self._journal_request, self._journal_unwatched)
+                        if port in endpoints
+                        else None
                     ),
                 )
                 sandbox.prepare()
@@ -421,10 +423,21 @@ class CommandAgent(Agent):
         return self._submission(ws / "submission.json", logs / "agent.stdout")
 
     def _journal_request(self, exchange: Exchange) -> None:
-        """Journal a request the program sent to a task endpoint (no credentials, no body).
+        """Journal a request the program sent to a task endpoint (no credentials, no body)."""
+        self._journal_event(
+            exchange.record(), datetime.fromtimestamp(exchange.started, UTC), exchange.seconds
+        )
 
-        Past :data:`MAX_JOURNALED` requests are only counted: a flood of requests cannot grow
-        the harness or the trajectory without bound.
+    def _journal_unwatched(self, port: int) -> None:
+        """Journal that a connection to an endpoint is no longer read as HTTP requests."""
+        self._journal_event({"port": port, "unwatched": True})
+
+    def _journal_event(
+        self, detail: dict[str, Any], at: datetime | None = None, elapsed: float | None = None
+    ) -> None:
+        """Add one ``endpoint_request`` event, or past :data:`MAX_JOURNALED` only count it.
+
+        So a flood of requests cannot grow the harness or the trajectory without bound.
         """
         with self._journal_lock:  # the relay reports from a thread per connection
             if self.journaled >= MAX_JOURNALED:
@@ -434,9 +447,9 @@ class CommandAgent(Agent):
         self.steps.append(
             EventStep(
                 name=ENDPOINT_REQUEST,
-                at=datetime.fromtimestamp(exchange.started, UTC),
-                elapsed=exchange.seconds,
-                detail=exchange.record(),
+                at=at or datetime.now(UTC),
+                elapsed=elapsed,
+                detail=detail,
             )
         )
 

@@ -6,8 +6,11 @@ both directions as HTTP/1.x and reports each exchange once its answer's head arr
 path (never the query string), the AWS action and service where the request names them (the
 ``X-Amz-Target`` header, a form body's ``Action``, the signing scope of ``Authorization``),
 status and seconds. Credentials, bodies and query strings are never reported. A connection
-that does not speak HTTP/1.x (TLS, another protocol), or whose framing the watcher cannot
-follow, is left unwatched from there on; what the relay carries never depends on the watcher.
+that does not speak HTTP/1.x (TLS, another protocol), whose framing the watcher cannot
+follow, or with more than :data:`MAX_PENDING` requests unanswered is left unwatched from there
+on, and that is reported once; what the relay carries never depends on the watcher. Every
+part read is bounded (heads, forms, the ``Authorization`` header searched), so no request can
+make the watcher slow or large.
 """
 
 from __future__ import annotations
@@ -25,9 +28,15 @@ from typing import Any
 MAX_HEAD = 64 * 1024
 #: Longest form body read for its ``Action`` (bytes); longer ones are skipped unread.
 MAX_FORM = 64 * 1024
-_REQUEST = re.compile(rb"([A-Z]{3,10}) (\S+) HTTP/1\.[01]")
-_STATUS = re.compile(rb"HTTP/1\.[01] (\d{3})")
-_SCOPE = re.compile(r"Credential=[^/,\s]+/\d{8}/[^/,\s]+/([a-z0-9-]+)/aws4_request")
+#: Requests sent and not yet answered on one connection; past it the connection is unwatched.
+MAX_PENDING = 64
+#: Characters of the ``Authorization`` header searched for the signing scope.
+MAX_AUTHORIZATION = 2048
+# Servers accept looser request lines than the standard's (tabs, runs of blanks, 1.x).
+_REQUEST = re.compile(rb"([A-Z]{3,10})[ \t]+(\S+)[ \t]+HTTP/\d\.\d[ \t]*(?:\r\n|$)")
+_STATUS = re.compile(rb"HTTP/\d\.\d[ \t]+(\d{3})")
+# Bounded parts: a crafted header cannot make the search slow.
+_SCOPE = re.compile(r"Credential=[^/,\s]{1,128}/\d{8}/[^/,\s]{1,64}/([a-z0-9-]{1,64})/aws4_request")
 _ACTION = re.compile(r"[A-Za-z0-9]{1,64}")
 
 
@@ -68,16 +77,21 @@ class Exchange:
 
 def _headers(head: bytes) -> dict[str, str]:
     out: dict[str, str] = {}
+    last = ""
     for line in head.split(b"\r\n")[1:]:
+        if line[:1] in (b" ", b"\t") and last:  # a folded line continues the header above
+            out[last] = f"{out[last]} {line.strip().decode('latin-1')}".strip()
+            continue
         name, sep, value = line.partition(b":")
         if sep:
-            out[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+            last = name.strip().lower().decode("latin-1")
+            out[last] = value.strip().decode("latin-1")
     return out
 
 
 def _length(headers: dict[str, str]) -> int | None:
     raw = headers.get("content-length")
-    return int(raw) if raw is not None and raw.isdigit() else None
+    return int(raw) if raw is not None and raw.isascii() and raw.isdigit() else None
 
 
 class _Body:
@@ -139,11 +153,20 @@ class HttpWatcher:
         port: The endpoint's port.
         report: Called with each :class:`Exchange` as its answer's head arrives (from the
             relay's thread of the answering direction).
+        on_lost: Called once with the port when the connection stops being followed (not
+            HTTP/1.x, framing it cannot follow, too many requests unanswered): what passes
+            after that is not journaled, and the journal says so.
     """
 
-    def __init__(self, port: int, report: Callable[[Exchange], None]) -> None:
+    def __init__(
+        self,
+        port: int,
+        report: Callable[[Exchange], None],
+        on_lost: Callable[[int], None] = lambda port: None,
+    ) -> None:
         self.port = port
         self.report = report
+        self.on_lost = on_lost
         self.lost = False
         self._lock = threading.Lock()
         self._pending: deque[Exchange] = deque()
@@ -152,13 +175,25 @@ class HttpWatcher:
 
     def sent(self, data: bytes) -> None:
         """Bytes the agent sent towards the endpoint."""
-        if not self.lost:
-            self.lost = not self._sent.feed(data)
+        self._feed(self._sent, data)
 
     def received(self, data: bytes) -> None:
         """Bytes the endpoint sent back."""
-        if not self.lost:
-            self.lost = not self._received.feed(data)
+        self._feed(self._received, data)
+
+    def _feed(self, side: _Side, data: bytes) -> None:
+        if self.lost:
+            return
+        try:
+            followed = side.feed(data)
+        except Exception:  # whatever the bytes, the watcher gives up rather than fails
+            followed = False
+        if not followed:
+            with self._lock:
+                if self.lost:
+                    return
+                self.lost = True
+            self.on_lost(self.port)
 
     def _request(self, head: bytes, body_start: bytes) -> _Body | None:
         m = _REQUEST.match(head)
@@ -166,18 +201,26 @@ class HttpWatcher:
             return None
         headers = _headers(head)
         target = m[2].decode("latin-1")
-        path = urllib.parse.urlsplit(target).path or "/"
-        scope = _SCOPE.search(headers.get("authorization", ""))
-        action = headers.get("x-amz-target", "").rpartition(".")[2] or None
+        # As servers route it: the path is what precedes the query (absolute form aside).
+        path, _, query = target.partition("?")
+        if not path.startswith("/"):  # the absolute form: http://host/path
+            path = urllib.parse.urlsplit(path).path
+        path = path.split("#", 1)[0] or "/"
+        scope = _SCOPE.search(headers.get("authorization", "")[:MAX_AUTHORIZATION])
+        # Every place that can name an action; several that disagree are all reported.
+        named = [headers.get("x-amz-target", "").rpartition(".")[2]]
+        named += urllib.parse.parse_qs(query[:MAX_FORM]).get("Action", [])
         length = _length(headers)
         chunked = "chunked" in headers.get("transfer-encoding", "").lower()
         wanted = _form_length(headers)
-        if action is None and wanted and len(body_start) >= wanted:
-            found = urllib.parse.parse_qs(body_start[:wanted].decode("latin-1")).get("Action")
-            action = found[0] if found else None
-        if action is not None and not _ACTION.fullmatch(action):
-            action = None
+        if wanted and len(body_start) >= wanted:
+            form = urllib.parse.parse_qs(body_start[:wanted].decode("latin-1"))
+            named += form.get("Action", [])
+        actions = sorted({a for a in named if a}, key=named.index)
+        action = "|".join(a if _ACTION.fullmatch(a) else "?" for a in actions[:4]) or None
         with self._lock:
+            if len(self._pending) >= MAX_PENDING:
+                return None
             self._pending.append(
                 Exchange(
                     self.port,
@@ -254,8 +297,8 @@ class _Side:
             self.buffer += data
             data = b""
             end = self.buffer.find(b"\r\n\r\n")
-            if end < 0:
-                return len(self.buffer) <= MAX_HEAD
+            if end < 0 or end > MAX_HEAD:
+                return end < 0 and len(self.buffer) <= MAX_HEAD
             head, rest = self.buffer[:end], self.buffer[end + 4 :]
             if self.wants is not None and len(rest) < self.wants(head):
                 return len(self.buffer) <= MAX_HEAD + MAX_FORM

@@ -219,3 +219,51 @@ def test_http_exchanges_to_an_endpoint_are_reported_without_queries_credentials_
     ]
     assert all(isinstance(t, float) and t >= 0 for t in timings)
     assert not any(w in str(seen) for w in ("s3cret", "AKIDEXAMPLE", "f00d", "query=", "Token"))
+
+
+def test_the_watcher_reads_requests_as_servers_do_and_stays_bounded_against_crafted_ones() -> None:
+    """Crafted requests a hostile program may send: loose request lines, a folded length,
+    conflicting actions, a doubled slash and a non-ASCII length are read as the server reads
+    them; an oversized head and a pile of unanswered requests end the watching, said once."""
+    from itbench.httpwatch import MAX_HEAD, MAX_PENDING, HttpWatcher
+
+    def watch(*sends: bytes, answers: int = 0) -> tuple[list[dict[str, object]], list[int]]:
+        seen: list[dict[str, object]] = []
+        lost: list[int] = []
+        w = HttpWatcher(80, lambda e: seen.append(e.record()), lost.append)
+        for data in sends:
+            w.sent(data)
+        for _ in range(answers):
+            w.received(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+        for r in seen:
+            r.pop("seconds")
+        return seen, lost
+
+    seen, lost = watch(
+        b"POST  /?Action=DescribeSnapshots HTTP/1.2\r\nX-Amz-Target: AmazonEC2.DescribeVolumes\r\n"
+        b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 24\r\n\r\n"
+        b"Action=DescribeAddresses",
+        b"GET\t//moto-api/ HTTP/1.1\r\n\r\n",
+        b"POST /x HTTP/1.1\r\nContent-Length:\r\n 22\r\n\r\nGET /fake HTTP/1.1\r\n\r\n",
+        answers=3,
+    )
+    assert seen == [
+        {
+            "port": 80,
+            "method": "POST",
+            "path": "/",
+            "action": "DescribeVolumes|DescribeSnapshots|DescribeAddresses",
+            "status": 200,
+        },
+        {"port": 80, "method": "GET", "path": "//moto-api/", "status": 200},
+        {"port": 80, "method": "POST", "path": "/x", "status": 200},
+    ]
+    assert lost == []
+    slow = b"POST /x HTTP/1.1\r\nAuthorization: AWS4-HMAC-SHA256 " + b"Credential=" * 11_000
+    assert watch(slow[:65_000], slow[65_000:] + b"\r\n\r\n", answers=1) == ([], [80])
+    assert len(slow) > MAX_HEAD
+    # A length that is no ASCII number frames no body (the server refuses it, answered).
+    odd = watch(b"POST /x HTTP/1.1\r\nContent-Length: \xc2\xb2\r\n\r\n", answers=1)
+    assert odd == ([{"port": 80, "method": "POST", "path": "/x", "status": 200}], [])
+    pile = b"GET /fake HTTP/1.1\r\n\r\n" * (MAX_PENDING + 10)
+    assert watch(pile) == ([], [80])
