@@ -37,6 +37,11 @@ HANDOVER: dict[str, list[tuple[str, str]]] = {}
 #: Seconds of fault window (less the settles it leaves out) the handover waits for, so that
 #: every edge the workload calls about once a second has calls enough to be judged.
 MIN_WINDOW_S = 10.0
+#: Seconds of fault window after which the handover measures whatever calls the fault's edges
+#: carried (:data:`spread.MIN_ANCHOR_CALLS` is waited for until then).
+MAX_WINDOW_S = 30.0
+#: Seconds between two counts of the fault's edges' calls while the handover waits for them.
+_COUNT_EVERY_S = 1.0
 #: Seconds after a restarted instance runs again that its callers' calls may still fail.
 _SETTLE_TAIL_S = 1.5
 #: Longest settle after a change (a crash-looping service never runs again).
@@ -113,6 +118,8 @@ class SreEnvironment(Environment):
         #: Spans the spread's fault window leaves out: the settle after each change the
         #: harness played that is no fault (decoys, follow-ups, noise).
         self.quiet_spans: list[tuple[float, float]] = []
+        #: When the handover last counted the calls on the fault's edges (monotonic).
+        self._counted_at = -1e9
         #: The configuration keys the faults set (mitigation checks they no longer hold).
         self.causes: list[cause.Cause] = []
 
@@ -428,8 +435,11 @@ class SreEnvironment(Environment):
                 # Once shown, the signature need not hold again while the spread's window
                 # fills (a leak that exhausted its limit may no longer be scraped).
                 shown = shown or not missing
-                if shown and self._window_s() < MIN_WINDOW_S:
+                window = self._window_s()
+                if shown and window < MIN_WINDOW_S:
                     missing = [f"{MIN_WINDOW_S:g} s of the spread's window"]
+                elif shown and window < MAX_WINDOW_S and not self._calls_enough(now):
+                    missing = [f"{spread.MIN_ANCHOR_CALLS} calls on the fault's edges"]
                 elif shown:
                     self.observable_at = time.time()
                     self._measure_spread()
@@ -454,6 +464,26 @@ class SreEnvironment(Environment):
             return 0.0
         spans = spread.left_out(self.injected_at, time.time(), self.quiet_spans)
         return sum(b - a for a, b in spans)
+
+    def _calls_enough(self, now: float) -> bool:
+        """Whether the edges into the fault's anchors carried calls enough to be judged.
+
+        Counted at most every :data:`_COUNT_EVERY_S`; always true for faults whose spread is
+        not scored.
+        """
+        if not any(faults.get(f.mechanism).spread for f in self.spec.faults):
+            return True
+        if now - self._counted_at < _COUNT_EVERY_S:
+            return False
+        self._counted_at = now
+        if self.injected_at is None:
+            return True
+        spans = spread.left_out(self.injected_at, time.time(), self.quiet_spans)
+        try:
+            during = spread.counts(self._query_at, spans)
+        except (RuntimeError, KeyError, TypeError):
+            return False
+        return spread.anchor_calls(during, self._anchors()) >= spread.MIN_ANCHOR_CALLS
 
     def _measure_spread(self) -> None:
         """Measure the fault's spread at handover, before the agent can act on the shop.

@@ -11,7 +11,8 @@ moves it:
   a noise restart or release, and the faults' own deployments: until the restarted instances
   run again) and after a latency blip (its length and :data:`SETTLE_S`): a restart is not the
   fault's spread, what lasts is. The environment keeps these spans
-  (``SreEnvironment.quiet_spans``) and waits at handover until the window holds 10 s.
+  (``SreEnvironment.quiet_spans``) and waits at handover until the window holds 10 s and
+  the edges into each root carried :data:`MIN_ANCHOR_CALLS` calls in it (30 s at most).
 - The **baseline window** is the healthy shop before the first change.
 - Calls are counted exactly, from the counters' values at the boundaries of the windows
   (a restarted instance's counter starting again from zero), never extrapolated.
@@ -57,6 +58,10 @@ BASE_CALLS = 20
 SLOW_S = 0.25
 #: Seconds after a latency blip ends that the fault window leaves out too.
 SETTLE_S = 2.5
+#: Calls the edges into each place the fault acts need in the fault window before it is
+#: measured (a link's own edge; the callers' edges of a service, datastore or instance), so
+#: that a fault dropping a share of them is told from chance on a slow edge too.
+MIN_ANCHOR_CALLS = 24
 
 #: ``(promql, at_epoch_seconds) -> [{"metric": {...}, "value": "..."}]``.
 Query = Callable[[str, float], list[dict[str, Any]]]
@@ -97,6 +102,8 @@ class Spread:
     seconds: float = 0.0
     #: Per edge ``"upstream->caller"``: counts in both windows and the verdict.
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The fewest calls the edges into any root carried in the fault window.
+    anchor_calls: int = 0
 
     def record(self) -> dict[str, Any]:
         """The measurement as JSON-ready data (for the trial's evaluation)."""
@@ -104,6 +111,7 @@ class Spread:
             "edges": [list(e) for e in self.edges],
             "unscored": [list(e) for e in self.unscored],
             "seconds": round(self.seconds, 3),
+            "anchor_calls": self.anchor_calls,
             "evidence": self.evidence,
         }
 
@@ -200,6 +208,29 @@ def verdict(now: Counts, base: Counts | None) -> tuple[str, dict[str, Any]]:
     return "undetermined", facts
 
 
+def into(edges: Iterable[Edge], root: str) -> list[Edge]:
+    """The edges of ``edges`` that carry calls to ``root``.
+
+    For a link ``a->b``, its own edge; for a service, datastore or instance, its callers'
+    edges to it (all edges touching it when nothing calls it, as the shoppers' front end).
+    """
+    edges = list(edges)
+    link = topology.parse_edge(root)
+    if link is not None:
+        return [e for e in edges if e == (link[1], link[0])]
+    entity = topology.canonical(root) or root
+    callers = [e for e in edges if e[0] == entity]
+    return callers or [e for e in edges if entity in e]
+
+
+def anchor_calls(during: dict[Edge, Counts], roots: list[str]) -> int:
+    """The fewest calls any root's incoming edges (:func:`into`) carry in ``during``."""
+    if not roots:
+        return 0
+    every = [(callee, caller) for caller, callee in topology.edges()]
+    return min(sum(during[e].calls for e in into(every, root) if e in during) for root in roots)
+
+
 def connected(edges: list[Edge], roots: list[str]) -> list[Edge]:
     """The edges of ``edges`` a failure at ``roots`` spread along, towards the callers.
 
@@ -269,6 +300,7 @@ def measure(
         return out
     before = counts(query, [base]) if base[1] > base[0] else {}
     during = counts(query, spans)
+    out.anchor_calls = anchor_calls(during, roots)
     degraded: list[Edge] = []
     undetermined: list[Edge] = []
     for edge in sorted(during):
