@@ -237,6 +237,9 @@ class Mechanism:
     #: Configuration keys (prefixes) the fault sets on its target that no routine change
     #: following it may touch (besides those no follow-up touches at all).
     keys: tuple[str, ...] = ()
+    #: Configuration keys (prefixes) no routine change of any service may touch while the
+    #: fault is on its target (a rotated database password needs the database up).
+    held: Callable[[str], tuple[str, ...]] = lambda target: ()
 
     @property
     def config_cause(self) -> bool:
@@ -757,6 +760,24 @@ _register(
         lambda t, p: [("start", {"target": "redis"})],
         observable="Redis is stopped; its clients' calls fail (connection refused)",
         summary="Stops Redis.",
+    )
+)
+#: A client of each datastore whose errors show it is gone.
+_CLIENT = {"redis": "cart", "postgres": "catalog"}
+_register(
+    Mechanism(
+        "datastore_down",
+        "datastore_down",
+        topology.DATASTORES,
+        lambda shop, t, p: ChangeSet(programs=[("stop", t)]),
+        lambda shop, t, p: ChangeSet(programs=[("start", t)]),
+        _same,
+        lambda t, p: [errors_of(_CLIENT[t])],
+        lambda t, p: [("start", {"target": t})],
+        observable="one datastore is stopped; its clients' calls to it fail (connection refused) "
+        "while the other datastore serves",
+        summary="Stops a datastore (Redis or PostgreSQL).",
+        held=lambda t: ("postgres.",) if t == "postgres" else (),
     )
 )
 _register(
@@ -1396,6 +1417,10 @@ _register(
 )
 
 
+#: The service that writes to the shared data volume (its order receipts).
+WRITER = "checkout"
+
+
 def _fill(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
     """A crash dump left on the data volume, as large as the space left."""
     if not shop.data_quota:
@@ -1423,16 +1448,22 @@ _register(
     Mechanism(
         "disk_full",
         "disk_full",
-        ("checkout",),
+        tuple(s.name for s in topology.SERVICES),
         _fill,
         _unfill,
         _same,
-        lambda t, p: [Check(f'min(disk_free_bytes{{job="{t}"}}) < 65536'), errors_of(t, 2)],
+        lambda t, p: [
+            Check(f'min(disk_free_bytes{{job="{WRITER}"}}) < 65536'),
+            Check(f'max(data_used_bytes{{instance="{t}-0"}}) > 1048576'),
+            errors_of(WRITER, 2),
+        ],
         lambda t, p: [("restart", {"target": t})],
-        summary="A crash dump fills the shop's data volume: the service cannot write its order "
-        "receipts (the volume is full) until its restart removes the stale dump.",
-        observable="the data volume's free space is near zero and the service's writes fail "
-        "for want of space",
+        summary="A crash dump the service left behind fills the shop's shared data volume: the "
+        "service that writes to it (the order receipts) fails for want of space until the "
+        "dump's owner restarts and removes its stale dump.",
+        observable="the shared data volume's free space is near zero and its writer's writes "
+        "fail for want of space, while one instance's own files take the volume",
+        anchors=lambda t, p: [WRITER],
     )
 )
 _register(

@@ -525,6 +525,7 @@ class SreSpec(ScenarioSpec):
             anchors = faults.get(f.mechanism).anchors
             if anchors is not None:
                 busy |= {a for a in anchors(f.chosen, f.merged_params()) if a in topology.BY_NAME}
+        held = tuple(k for f in drawn_faults for k in faults.get(f.mechanism).held(f.chosen))
         free = [s.name for s in topology.SERVICES if s.name not in busy]
         decoys = list(self.decoy_changes)
         chosen = rng.sample(free, min(self.decoys, len(free))) if not decoys else []
@@ -538,9 +539,9 @@ class SreSpec(ScenarioSpec):
                     DecoySpec(kind="stray_client", target=service, value=rng.choice(STRAY_OFFSETS))
                 )
             else:
-                decoys.append(_tuning(rng, "tuning", service, names))
+                decoys.append(_tuning(rng, "tuning", service, names, avoid=held))
         if not self.decoy_changes:
-            decoys = self._after_the_faults(rng, decoys, drawn_faults, names)
+            decoys = self._after_the_faults(rng, decoys, drawn_faults, names, held)
             registry = topology.DNS in {f.chosen for f in drawn_faults}
             if decoys and not registry and rng.random() < REGISTRY_SHARE:
                 key = rng.choice(sorted(REGISTRY_CHANGES))
@@ -570,12 +571,13 @@ class SreSpec(ScenarioSpec):
         decoys: list[DecoySpec],
         drawn: list[FaultSpec],
         names: FlagNames,
+        held: tuple[str, ...] = (),
     ) -> list[DecoySpec]:
         """A second routine change after the faults, maybe a follow-up, in drawn order.
 
         The second change lands on a service a routine decoy already changed, so neither the
         newest revision, nor the service restarted last, nor the one with the most new
-        revisions names the cause.
+        revisions names the cause. No change touches a key the faults hold (``held``).
         """
         routine = [d for d in decoys if d.kind in ("patch_release", "tuning")]
         # The faults take a drawn place among the routine changes (the rest come after them).
@@ -585,14 +587,15 @@ class SreSpec(ScenarioSpec):
         pre = [d for d in decoys if id(d) not in moved]
         if routine:
             first = rng.choice(routine)
-            post.append(_tuning(rng, "tuning", first.target, names, avoid=(first.key,), after=True))
+            avoid = (first.key, *held)
+            post.append(_tuning(rng, "tuning", first.target, names, avoid=avoid, after=True))
         rolled = [f for f in drawn if faults.get(f.mechanism).follow_up and self.decoys]
         if rolled and rng.random() < FOLLOW_UP_SHARE:
             fault = rng.choice(rolled)
             # Never a key the fault itself set (a crash loop's bad value stays in place).
             mech = faults.get(fault.mechanism)
             bad_key = str(fault.merged_params().get("key") or "")
-            avoid = (*mech.keys, *([bad_key] if bad_key else []))
+            avoid = (*mech.keys, *([bad_key] if bad_key else []), *held)
             post.append(_tuning(rng, "follow_up", fault.chosen, names, avoid=avoid, after=True))
         rng.shuffle(post)
         return pre + post

@@ -18,6 +18,7 @@ from itbench_sre.scoring import judge_answer
 from itbench_sre.spec import (
     NOISE_KINDS,
     RESOLVED,
+    ROTATED,
     STRAY_OFFSETS,
     TASK_TYPES,
     DecoySpec,
@@ -544,3 +545,18 @@ def test_a_constant_no_incident_passes_no_control(catalog: Catalog) -> None:
                 assert not judge_answer(truth, answer)[0]["localization"], (spec.id, answer)
             right = SreSubmission(incident=False, benign=list(truth.benign))
             assert judge_answer(truth, right)[0]["localization"], spec.id
+
+
+def test_no_routine_change_needs_a_datastore_a_fault_stopped(catalog: Catalog) -> None:
+    """While PostgreSQL is stopped, no decoy rotates a database password (it could not)."""
+    spec = catalog.scenarios["sre/redis-down"]
+    assert isinstance(spec, SreSpec)
+    rotated = {"redis": 0, "postgres": 0}
+    for i in range(120):
+        d = spec.concrete(random.Random(i))
+        stopped = d.faults[0].chosen
+        rotated[stopped] += sum(
+            1 for c in d.decoy_changes if c.key.startswith("postgres.") and c.value == ROTATED
+        )
+    # Redis down leaves the password rotations in the draw; PostgreSQL down takes them out.
+    assert rotated["redis"] > 0 and rotated["postgres"] == 0, rotated

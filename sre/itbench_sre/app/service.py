@@ -40,6 +40,7 @@ QUEUE_DEPTH = Gauge("queue_depth", "Messages waiting in the order queue")
 QUEUE_PROCESSED = Gauge("queue_last_processed_timestamp", "When a message was last handled")
 DISK_FREE = Gauge("disk_free_bytes", "Free space of the data volume")
 DISK_SIZE = Gauge("disk_size_bytes", "Size of the data volume")
+DATA_USED = Gauge("data_used_bytes", "Space this instance's own files take on the data volume")
 
 
 class HttpError(Exception):
@@ -661,8 +662,17 @@ def _data_volume(rt: Runtime) -> None:
             return 0.0
         return float(getattr(st, field) * st.f_frsize)
 
+    def used() -> float:
+        total = 0
+        for root, _dirs, files in os.walk(mine):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    total += os.lstat(os.path.join(root, name)).st_blocks * 512
+        return float(total)
+
     DISK_FREE.set_function(lambda: stat("f_bavail"))
     DISK_SIZE.set_function(lambda: stat("f_blocks"))
+    DATA_USED.set_function(used)
 
 
 def _memory_watch(rt: Runtime) -> None:
