@@ -166,7 +166,7 @@ class EmbeddedShop(ShopBackend):
             }
         if "payment" in sdef.upstreams:
             cfg["tls"] = {"payment": {"ca": f"certs/{self.certs['ca']}"}}
-        if service == "notification":
+        if service in topology.QUEUES:
             cfg["dead_letter"] = False
         if service == "cart":
             cfg["session_cache_mb"] = 6

@@ -889,15 +889,15 @@ _register(
     Mechanism(
         "queue_consumer_stopped",
         "consumer_stopped",
-        ("notification",),
+        tuple(topology.QUEUES),
         _config_change(_no_consumer),
         _restore,
         _same,
-        lambda t, p: [Check("max(queue_depth) > 6")],
+        lambda t, p: [Check(f'max(queue_depth{{queue="{topology.QUEUES[t]}"}}) > 6')],
         _rollback,
-        observable="the order queue grows and nothing consumes it; shoppers are unaffected",
-        summary="Deploys a configuration with the flag that runs the queue consumer switched "
-        "off: the queue backs up.",
+        observable="one work queue grows and nothing consumes it; shoppers are unaffected",
+        summary="Deploys a configuration of a queue's consumer with the flag that runs its "
+        "consumer switched off: the queue backs up.",
         params=(
             Param(
                 "flag",
@@ -1158,7 +1158,7 @@ _register(
         _config_change(_new_release),
         _restore,
         _same,
-        lambda t, p: [Check("max(queue_depth) > 4")],
+        lambda t, p: [Check(f'max(queue_depth{{queue="{topology.QUEUES[t]}"}}) > 4')],
         _rollback,
         summary="Deploys the consumer's newest release, which takes most of a second per "
         "message: it keeps consuming, slower than orders arrive.",
@@ -1170,17 +1170,18 @@ _register(
 
 
 def _poison(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
-    return ChangeSet(redis_commands=[["LPUSH", "orders", '{"order": "', "x"]])
+    return ChangeSet(redis_commands=[["LPUSH", topology.QUEUES[target], '{"order": "', "x"]])
 
 
 _register(
     Mechanism(
         "poison_message",
         "poison_message",
-        ("notification",),
+        tuple(topology.QUEUES),
         _poison,
         lambda shop, t, p: ChangeSet(
-            redis_commands=[["DEL", "orders:processing"]], programs=[("restart", t)]
+            redis_commands=[["DEL", f"{topology.QUEUES[t]}:processing"]],
+            programs=[("restart", t)],
         ),
         _same,
         # The log, not the scrapes: a consumer that dies on its first message lives too
@@ -1193,10 +1194,10 @@ _register(
             )
         ],
         lambda t, p: _set_and_restart({"dead_letter": True})(t, p),
-        summary="An unreadable message reaches the order queue: the consumer exits on it, "
+        summary="An unreadable message reaches a work queue: its consumer exits on it, "
         "finds it again at every start and never gets past it.",
-        observable="the consumer restarts again and again, each time logging that it cannot "
-        "read an order message; the queue grows",
+        observable="a queue's consumer restarts again and again, each time logging that it "
+        "cannot read a queued message",
         spread=False,
     )
 )

@@ -219,12 +219,8 @@ class ShopTools:
             ],
             "datastores": list(topology.DATASTORES),
             "queues": [
-                {
-                    "name": "orders",
-                    "on": "redis",
-                    "producer": "checkout",
-                    "consumer": "notification",
-                }
+                {"name": queue, "on": "redis", "producer": "checkout", "consumer": consumer}
+                for consumer, queue in topology.QUEUES.items()
             ],
             "jobs": [JOB_PROGRAM],
             "monitoring": list(topology.MONITORING),

@@ -6,6 +6,8 @@ import re
 from collections import deque
 from dataclasses import dataclass
 
+from itbench_sre.app.queues import QUEUES as QUEUES
+
 #: Datastores and infrastructure entities that are not HTTP services of the shop.
 DATASTORES = ("redis", "postgres")
 MONITORING = ("prometheus", "loadgen")
@@ -111,9 +113,12 @@ FLAGS: dict[str, tuple[str, ...]] = {
 }
 
 #: Flags each service ships on that keep a part of it running: switched off, that part stops
-#: (the notification service's queue consumer). Under a drawn name like every flag, so
+#: (the queue consumers of notification and cart). Under a drawn name like every flag, so
 #: switching one off looks like switching a routine flag off.
-SERVING_FLAGS: dict[str, tuple[str, ...]] = {"notification": ("queue_consumer",)}
+SERVING_FLAGS: dict[str, tuple[str, ...]] = {
+    "notification": ("queue_consumer",),
+    "cart": ("queue_consumer",),
+}
 
 #: Flags each service ships off that do nothing when switched on (a harmless new feature).
 DORMANT_FLAGS: dict[str, tuple[str, ...]] = {

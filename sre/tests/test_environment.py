@@ -171,3 +171,45 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
     for root in roots:
         assert processes_under(root) == []
     assert [p for p in ports if port_open(p)] == []
+
+
+def test_a_dump_on_the_shared_volume_and_a_poisoned_second_queue_show_whose_they_are(
+    domain: SreDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    spec = catalog.scenarios["sre/control-quiet"]
+    assert isinstance(spec, SreSpec)
+    with live(domain, spec, tmp_path) as env:
+        env.setup()
+        env.inject()
+        env.wait_observable(60)
+        box = Toolbox.of(env.tools())
+        # Both work queues are filled by checkout and consumed: each has a depth of its own.
+        queues = {q["name"]: q["consumer"] for q in box.call("topology")["queues"]}
+        assert queues == {"orders": "notification", "carts": "cart"}
+
+        def depth() -> dict[str, float]:
+            rows = box.call("query", promql="max by (queue) (queue_depth)")
+            return {r["metric"]["queue"]: float(r["value"]) for r in rows}
+
+        assert _wait(lambda: set(depth()) == set(queues), 30), depth()
+        assert max(depth().values()) <= 6
+
+        # A dump of a service that never writes to the volume fills it: the writer fails, and
+        # only the dump's owner's files take the space.
+        def used() -> dict[str, float]:
+            rows = box.call("query", promql="data_used_bytes")
+            return {r["metric"]["instance"]: float(r["value"]) for r in rows}
+
+        env.shop.apply(faults.get("disk_full").inject(env.shop, "shipping", {}))
+        assert _wait(lambda: used().get("shipping-0", 0) > 2**20, 30), used()
+        assert all(v < 2**20 for k, v in used().items() if k != "shipping-0"), used()
+        failing = 'sum(increase(http_requests_total{job="checkout",code=~"5.."}[5s])) > 0'
+        assert _wait(lambda: box.call("query", promql=failing) != [], 30)
+        box.call("restart", target="shipping")
+        assert _wait(lambda: used().get("shipping-0", 2**30) < 2**20, 30), used()
+
+        # An unreadable message on the carts queue stops a cart consumer, not notification's.
+        poison = faults.get("poison_message")
+        env.shop.apply(poison.inject(env.shop, "cart", {}))
+        assert _wait(lambda: env.holds(poison.signature("cart", {})[0]), 30)
+        assert not env.holds(poison.signature("notification", {})[0])

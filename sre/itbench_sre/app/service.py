@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlparse
 
 import psutil
 from itbench_sre.app.phrases import CHATTER_MEAN_S, FEATURES_FILE, RELEASES_FILE, Phrasebook
+from itbench_sre.app.queues import QUEUES
 from itbench_sre.app.runtime import (
     DATE_HEADER,
     INFLIGHT,
@@ -36,7 +37,7 @@ from prometheus_client import Gauge, generate_latest
 
 POOL_IN_USE = Gauge("pool_connections_in_use", "Datastore connections in use")
 POOL_MAX = Gauge("pool_connections_max", "Datastore pool size")
-QUEUE_DEPTH = Gauge("queue_depth", "Messages waiting in the order queue")
+QUEUE_DEPTH = Gauge("queue_depth", "Messages waiting in a work queue", ["queue"])
 QUEUE_PROCESSED = Gauge("queue_last_processed_timestamp", "When a message was last handled")
 DISK_FREE = Gauge("disk_free_bytes", "Free space of the data volume")
 DISK_SIZE = Gauge("disk_size_bytes", "Size of the data volume")
@@ -437,8 +438,9 @@ class Shop:
         )
         order = rows[0][0]
         self._receipt(order, user, int(conv["amount"]))
-        depth = _redis_call(self.redis.rpush, "orders", json.dumps({"order": order, "user": user}))
-        QUEUE_DEPTH.set(int(depth))
+        for name in QUEUES.values():
+            message = json.dumps({"order": order, "user": user})
+            QUEUE_DEPTH.labels(name).set(int(_redis_call(self.redis.rpush, name, message)))
         rt.call("cart", "DELETE", f"/cart/{user}")
         return {"order": order, "payment": pay.get("id")}
 
@@ -489,48 +491,52 @@ class Shop:
     # --- notification (HTTP side) -----------------------------------------------------
     def r_notification(self, method: str, path: str, q: dict[str, str], body: Any) -> Any:
         """Queue status (the consumer runs in the background)."""
-        return {"queued": QUEUE_DEPTH._value.get()}
+        return {"queued": QUEUE_DEPTH.labels(QUEUES["notification"])._value.get()}
 
-    def consume(self) -> None:
-        """Background consumer of the order queue (notification only).
+    def consume(self, name: str) -> None:
+        """Background consumer of the service's work queue ``name`` (:data:`QUEUES`).
 
-        Reliable queue: a message moves to ``orders:processing`` while it is handled, so a
+        Reliable queue: a message moves to ``NAME:processing`` while it is handled, so a
         consumer that dies mid-message finds it again at start. With ``dead_letter`` on, a
-        message that cannot be read moves to ``orders:dead`` instead.
+        message that cannot be read moves to ``NAME:dead`` instead.
         """
-        assert self.redis is not None and self.pg is not None
-        work_s = 0.9 if self.regressed else 0.0
+        assert self.redis is not None
+        # Only the confirmations' newer release is slow at its work.
+        work_s = 0.9 if self.regressed and self.rt.service == "notification" else 0.0
         recovered = False
         while True:
             try:
                 if not recovered:
                     # Inside the loop: a consumer started while Redis is down waits for it
                     # rather than dying, and takes up what it left mid-message once it answers.
-                    for item in _redis_call(self.redis.lrange, "orders:processing", 0, -1):
-                        self._deliver(item, work_s)
+                    for item in _redis_call(self.redis.lrange, f"{name}:processing", 0, -1):
+                        self._deliver(name, item, work_s)
                     recovered = True
-                QUEUE_DEPTH.set(self.redis.llen("orders"))
-                item = self.redis.blmove("orders", "orders:processing", 1, "LEFT", "RIGHT")
+                QUEUE_DEPTH.labels(name).set(self.redis.llen(name))
+                item = self.redis.blmove(name, f"{name}:processing", 1, "LEFT", "RIGHT")
                 if item is None:
                     QUEUE_PROCESSED.set(time.time())
                     continue
-                self._deliver(item, work_s)
+                self._deliver(name, item, work_s)
             except Exception as exc:  # keep consuming after datastore hiccups
                 self.rt.log(
                     "error", self.rt.say("consumer_error"), reason=f"{type(exc).__name__}: {exc}"
                 )
                 time.sleep(0.5)
 
-    def _deliver(self, item: str, work_s: float) -> None:
-        """Send one order confirmation, then drop the message from the processing list."""
-        assert self.redis is not None and self.pg is not None
+    def _deliver(self, name: str, item: str, work_s: float) -> None:
+        """Handle one message, then drop it from the processing list.
+
+        Notification sends the order's confirmation; cart archives the checked-out cart.
+        """
+        assert self.redis is not None
         try:
             msg = json.loads(item)
             order, user = int(msg["order"]), str(msg["user"])
         except (ValueError, KeyError, TypeError) as exc:
             if self.rt.config.get("dead_letter"):
-                self.redis.lpush("orders:dead", item)
-                self.redis.lrem("orders:processing", 1, item)
+                self.redis.lpush(f"{name}:dead", item)
+                self.redis.lrem(f"{name}:processing", 1, item)
                 self.rt.log("warning", self.rt.say("moved_aside"), reason=str(exc))
                 return
             self.rt.log(
@@ -539,14 +545,20 @@ class Shop:
             os._exit(70)
         if work_s:
             time.sleep(work_s)
-        self.pg.query(
-            "INSERT INTO notifications (order_id, username) VALUES (%s, %s)",
-            (order, user),
-            fetch=False,
-        )
-        self.redis.lrem("orders:processing", 1, item)
+        if self.pg is not None:
+            self.pg.query(
+                "INSERT INTO notifications (order_id, username) VALUES (%s, %s)",
+                (order, user),
+                fetch=False,
+            )
+            done = "order confirmation sent"
+        else:
+            self.redis.hset(f"{name}:archived", str(order), user)
+            self.redis.expire(f"{name}:archived", 600)
+            done = "checked-out cart archived"
+        self.redis.lrem(f"{name}:processing", 1, item)
         QUEUE_PROCESSED.set(time.time())
-        self.rt.log("info", "order confirmation sent", order=order)
+        self.rt.log("info", done, order=order)
 
 
 def _handler(rt: Runtime, shop: Shop) -> type[BaseHTTPRequestHandler]:
@@ -792,8 +804,8 @@ def main(argv: list[str] | None = None) -> None:
     threading.Thread(target=_memory_watch, args=(rt,), daemon=True).start()
     threading.Thread(target=_chatter, args=(rt,), daemon=True).start()
     threading.Thread(target=shop.stats.flush, daemon=True).start()
-    if rt.service == "notification" and shop.flags.get("queue_consumer", True):
-        threading.Thread(target=shop.consume, daemon=True).start()
+    if rt.service in QUEUES and shop.flags.get("queue_consumer", True):
+        threading.Thread(target=shop.consume, args=(QUEUES[rt.service],), daemon=True).start()
     rt.log("info", "started", release=shop.release, port=port)
     while True:
         server.serve_forever()
