@@ -118,12 +118,14 @@ def test_two_shops_side_by_side_tools_and_clean_teardown(
         assert series[0]["values"][-1][0] >= time.time() - 2
         cfg = box.call("read_config", entity="cart")
         assert json.loads(cfg["content"])["release"] == topology.BY_NAME["cart"].releases[0]
-        # Flags go by names drawn per trial, listed by name: the routine ones are on, the
-        # dormant ones and those with a fault behind them off.
+        # Flags go by names drawn per trial, listed by name: the routine ones and those that
+        # keep a part running (its queue consumer) are on, the dormant ones and those with a
+        # fault behind them off.
         flags = json.loads(cfg["content"])["flags"]
         means = a.shop.features()["cart"]
         assert list(flags) == sorted(flags) and set(flags) <= set(topology.FLAG_NAMES)
-        assert {means[f] for f, on in flags.items() if on} == set(topology.ROUTINE_FLAGS["cart"])
+        shipped_on = {*topology.ROUTINE_FLAGS["cart"], *topology.SERVING_FLAGS["cart"]}
+        assert {means[f] for f, on in flags.items() if on} == shipped_on
         assert {means[f] for f in flags} == set(topology.flags_of("cart"))
         procs = {p["name"]: p for p in box.call("processes")}
         assert set(procs) >= {"redis", "postgres", "loadgen"}
