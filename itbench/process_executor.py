@@ -39,7 +39,7 @@ from itbench.executors import Executor, ResultFn, TrialJob
 
 if TYPE_CHECKING:
     from itbench.plan import PlannedTrial
-    from itbench.runner import RemoteTrial
+    from itbench.remote import RemoteTrial
 
 #: Seconds stopped workers get to tear their trials down before they are killed.
 CANCEL_GRACE = 300.0

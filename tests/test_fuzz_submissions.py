@@ -28,7 +28,8 @@ from itbench.bench import Bench
 from itbench.command import MAX_FILE, CommandAgent, SubmissionFileError
 from itbench.models import RunConfig, TrialStatus
 from itbench.plan import PlannedTrial
-from itbench.runner import Runner, TrialRun
+from itbench.runner import Runner
+from itbench.trial import TrialRun
 
 DOMAINS = ("toy", "sre", "ciso", "finops")
 

@@ -670,7 +670,7 @@ def test_an_evaluation_that_fails_after_the_agent_left_work_is_invalid(
     """
     from itbench_toy.domain import ToyEnvironment
 
-    from itbench import runner as runner_module
+    from itbench import trial as trial_module
     from itbench.agents import AgentSpec
     from itbench.errors import InfrastructureError
     from itbench.models import RunConfig, TrialStatus
@@ -699,7 +699,7 @@ def test_an_evaluation_that_fails_after_the_agent_left_work_is_invalid(
 
     monkeypatch.setattr(ToyEnvironment, "tools", with_wait)
     monkeypatch.setattr(ToyEnvironment, "agent_finished", noted)
-    monkeypatch.setattr(runner_module, "TURN_DRAIN", 0.2)
+    monkeypatch.setattr(trial_module, "TURN_DRAIN", 0.2)
     monkeypatch.setattr(toy_bench.domains["toy"], "evaluate", unmeasurable)
     toy_bench.agents["test/leaver"] = AgentSpec("test/leaver", lambda ctx: _Leaver())
     try:

@@ -14,8 +14,8 @@ import pytest
 from conftest import ITBENCH, CliFn, _env, results, trial_dir, trial_records
 
 from itbench.process import record_pid
-from itbench.runner import WORKSPACE_ALIASES
 from itbench.store import RunStore
+from itbench.trial import WORKSPACE_ALIASES
 
 
 def _ids(run: Path) -> list[str]:
