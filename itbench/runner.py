@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +47,7 @@ from itbench.provenance import (
 )
 from itbench.recovery import Recovery
 from itbench.remote import RemoteTrial
-from itbench.trial import RunContext, TrialRunner
+from itbench.trial import RunContext, TrialRunner, utc_now, write_json
 
 log = logging.getLogger("itbench.runner")
 
@@ -57,14 +55,6 @@ log = logging.getLogger("itbench.runner")
 CORE_AGENTS = "itbench.agents"
 #: The run directory's record of plugin problems (absent when there were none).
 PROBLEMS_FILE = "plugin-problems.json"
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
 
 
 @dataclass
@@ -146,7 +136,7 @@ class Runner(TrialRunner):
         """A new manifest for this run."""
         return RunManifest(
             run_id=uuid.uuid4().hex[:12],
-            created_at=_now(),
+            created_at=utc_now(),
             config=self.config,
             packages=self._versions,
             package_hashes=self._code,
@@ -354,7 +344,7 @@ class Runner(TrialRunner):
         """
         problems = list(self.bench.host.problems)
         if problems:
-            _write_json(
+            write_json(
                 self.run_dir / PROBLEMS_FILE,
                 [
                     {
@@ -389,7 +379,7 @@ class Runner(TrialRunner):
 
     def error_result(self, trial: PlannedTrial, reason: str) -> TrialResult:
         """An ``error`` result for a trial that could not be run (a worker lost twice...)."""
-        now = _now()
+        now = utc_now()
         return TrialResult(
             **self.planned_fields(trial),
             status=TrialStatus.error,

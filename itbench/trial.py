@@ -93,11 +93,13 @@ def environment_seed(secret: bytes, trial_id: str, seed: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def _now() -> datetime:
+def utc_now() -> datetime:
+    """The current time, in UTC."""
     return datetime.now(UTC)
 
 
-def _write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as indented JSON (anything else as its text)."""
     path.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
 
 
@@ -288,7 +290,7 @@ class TrialRun:
 
     def execute(self) -> TrialResult | None:
         """Run setup → inject → ready → agent → evaluate → teardown."""
-        started = _now()
+        started = utc_now()
         t0 = time.perf_counter()
         self._prepare_dirs()
         self.runner.bench.host.call_each(
@@ -334,12 +336,12 @@ class TrialRun:
             self.metrics = dict(evaluation.metrics)
             self.timings.time_to_detect = evaluation.time_to_detect
             self.timings.time_to_mitigate = evaluation.time_to_mitigate
-            _write_json(self.trial_dir / "evaluation.json", evaluation.model_dump(mode="json"))
+            write_json(self.trial_dir / "evaluation.json", evaluation.model_dump(mode="json"))
             if self.status not in (TrialStatus.timeout, TrialStatus.unavailable):
                 self.status = TrialStatus.passed if evaluation.passed else TrialStatus.failed
             # The verdict stands from here: a harness killed before the line is written
             # leaves it for --resume to record (never a second draw of a judged trial).
-            _write_json(self.trial_dir / VERDICT, {"status": self.status, "error": self.error})
+            write_json(self.trial_dir / VERDICT, {"status": self.status, "error": self.error})
         except _Cancelled:
             cancelled = True
         except IntegrityError as exc:
@@ -587,7 +589,7 @@ class TrialRun:
             agent_output=self.output,
             drawn=self.drawn,
             started_at=started,
-            finished_at=_now(),
+            finished_at=utc_now(),
             record_sha256=self.runner.store.record_sha256(self.handle),
         )
 

@@ -1,0 +1,189 @@
+"""Faults of Redis and PostgreSQL.
+
+Stopped, full, out of connections, locked, pools too small and migrated tables.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from itbench_sre import topology
+from itbench_sre.backend import ChangeSet
+from itbench_sre.embedded import JOB_PROGRAM, EmbeddedShop
+from itbench_sre.faults.base import (
+    Mechanism,
+    Param,
+    _config_change,
+    _errors,
+    _fill_redis,
+    _job,
+    _register,
+    _restore,
+    _restore_job,
+    _same,
+    _set_and_restart,
+    _small_pool,
+    errors_of,
+)
+
+_register(
+    Mechanism(
+        "redis_down",
+        "datastore_down",
+        ("redis",),
+        lambda shop, t, p: ChangeSet(programs=[("stop", "redis")]),
+        lambda shop, t, p: ChangeSet(programs=[("start", "redis")]),
+        _same,
+        lambda t, p: [errors_of("cart")],
+        lambda t, p: [("start", {"target": "redis"})],
+        observable="Redis is stopped; its clients' calls fail (connection refused)",
+        summary="Stops Redis.",
+    )
+)
+
+
+#: A client of each datastore whose errors show it is gone.
+_CLIENT = {"redis": "cart", "postgres": "catalog"}
+
+
+_register(
+    Mechanism(
+        "datastore_down",
+        "datastore_down",
+        topology.DATASTORES,
+        lambda shop, t, p: ChangeSet(programs=[("stop", t)]),
+        lambda shop, t, p: ChangeSet(programs=[("start", t)]),
+        _same,
+        lambda t, p: [errors_of(_CLIENT[t])],
+        lambda t, p: [("start", {"target": t})],
+        observable="one datastore is stopped; its clients' calls to it fail (connection refused) "
+        "while the other datastore serves",
+        summary="Stops a datastore (Redis or PostgreSQL).",
+        held=lambda t: ("postgres.",) if t == "postgres" else (),
+    )
+)
+
+
+_register(
+    Mechanism(
+        "redis_oom",
+        "datastore_oom",
+        ("redis",),
+        _fill_redis,
+        lambda shop, t, p: ChangeSet(redis_commands=[["FLUSHALL"]]),
+        _same,
+        lambda t, p: [errors_of("cart")],
+        lambda t, p: [("restart", {"target": "redis"})],
+        observable="Redis refuses writes for want of memory, in its clients' logs",
+        summary="Fills Redis past its memory limit (no eviction): its writes fail.",
+        params=(Param("megabytes", int, 72, "Data written, MB (in steps of 8).", minimum=8),),
+    )
+)
+
+
+_register(
+    Mechanism(
+        "pg_connection_exhaustion",
+        "connection_exhaustion",
+        ("postgres",),
+        lambda shop, t, p: _job(shop, {"connections": int(p["connections"])}),
+        _restore_job,
+        _same,
+        lambda t, p: [errors_of("catalog")],
+        lambda t, p: [("stop", {"target": JOB_PROGRAM})],
+        summary=f"The batch job `{JOB_PROGRAM}` holds many PostgreSQL sessions and exhausts "
+        "the server's connection slots.",
+        observable="PostgreSQL's clients fail to connect for want of connection slots while no service's "
+        "open files grow",
+        params=(Param("connections", int, 40, "Sessions the job keeps open.", minimum=1),),
+        aliases=lambda t: [JOB_PROGRAM],
+    )
+)
+
+
+_register(
+    Mechanism(
+        "pg_slow_query",
+        "slow_query",
+        ("postgres",),
+        lambda shop, t, p: _job(shop, {"connections": 1, "lock_table": p["table"]}),
+        _restore_job,
+        _same,
+        lambda t, p: [errors_of("catalog")],
+        lambda t, p: [("stop", {"target": JOB_PROGRAM})],
+        summary=f"The batch job `{JOB_PROGRAM}` holds an exclusive lock on a table, so "
+        "queries on it wait.",
+        observable="queries on the locked table time out in the catalog's log; its pool stays busy",
+        params=(
+            Param(
+                "table",
+                str,
+                "products",
+                "Table locked (the expected alert is catalog's, which reads `products`).",
+            ),
+        ),
+        aliases=lambda t: [JOB_PROGRAM],
+    )
+)
+
+
+_register(
+    Mechanism(
+        "pool_too_small",
+        "pool_exhaustion",
+        ("catalog",),
+        _config_change(_small_pool),
+        _restore,
+        _same,
+        _errors,
+        lambda t, p: _set_and_restart({"pool_size": 4, "pool_timeout": 1.0})(t, p),
+        summary="Deploys a configuration with a tiny database pool and acquire timeout.",
+        params=(
+            Param("pool_size", int, 1, "Connections in the pool.", minimum=1),
+            Param("pool_timeout", float, 0.01, "Pool acquire timeout, seconds.", minimum=0),
+        ),
+        observable="the service's database pool is always in use and requests fail waiting for a connection",
+    )
+)
+
+
+_RENAMES = {
+    "orders": ("shipping_cents", "shipping_fee_cents"),
+    "products": ("price_cents", "price"),
+}
+
+
+def _migrate(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    old, new = _RENAMES[params["table"]]
+    return ChangeSet(sql=[f"ALTER TABLE {params['table']} RENAME COLUMN {old} TO {new}"])
+
+
+def _unmigrate(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    old, new = _RENAMES[params["table"]]
+    return ChangeSet(sql=[f"ALTER TABLE {params['table']} RENAME COLUMN {new} TO {old}"])
+
+
+_register(
+    Mechanism(
+        "schema_migration",
+        "schema_migration",
+        ("postgres",),
+        _migrate,
+        _unmigrate,
+        _same,
+        lambda t, p: [errors_of("checkout" if p["table"] == "orders" else "catalog")],
+        None,
+        summary="A schema migration renames a column that a service's queries still use.",
+        params=(
+            Param(
+                "table",
+                str,
+                "orders",
+                "Table migrated (orders breaks checkout's inserts, products catalog's reads).",
+                choices=lambda t: tuple(_RENAMES),
+            ),
+        ),
+        observable="the queries of the table's users fail against a table whose shape "
+        "changed under them; no service's configuration or release changed",
+    )
+)
