@@ -153,7 +153,7 @@ class FaultSpec(BaseModel):
         mech = faults.get(self.mechanism)
         for target in _one_of(self.target, self.targets, "target"):
             if target not in mech.targets:
-                others = [m.name for m in faults.MECHANISMS.values() if target in m.targets]
+                others = sorted(m.name for m in faults.MECHANISMS.values() if target in m.targets)
                 hint = f"; mechanisms for {target!r}: {', '.join(others)}" if others else ""
                 raise ValueError(
                     f"target {target!r} is not valid for {self.mechanism} "
