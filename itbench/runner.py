@@ -359,18 +359,7 @@ class Runner(TrialRunner):
         return [p.line() for p in problems[known:]]
 
     def cleanup(self) -> list[str]:
-        """Stop and remove what a killed run left in this run directory.
-
-        Every trial directory without a result is recovered (its recorded processes stopped,
-        its directories removed), as ``--resume`` does before running the rest.
-
-        Returns:
-            The trial ids recovered.
-
-        Raises:
-            UsageError: another process holds the run directory.
-            RunDirError: the results cannot be read.
-        """
+        """Stop and remove what a killed run left here: :meth:`Recovery.cleanup`."""
         return Recovery(self).cleanup()
 
     def recover_trial(self, trial_id: str) -> None:
