@@ -13,6 +13,7 @@ import contextlib
 import json
 import shutil
 from datetime import UTC, datetime
+from pathlib import Path
 
 from itbench.active import RunLock
 from itbench.cgroups import remove_recorded
@@ -24,6 +25,20 @@ from itbench.process import foreign_records, stop_recorded
 from itbench.store import EVALUATION, TRIAL_RECORD
 from itbench.trial import VERDICT, WORKSPACE_ALIASES, TrialRunner
 from itbench.workspace_fs import unmount_all, unmount_noted
+
+
+def lock_run(run_dir: Path) -> RunLock:
+    """Take the run directory's lock.
+
+    Raises:
+        UsageError: another process holds it.
+    """
+    lock = RunLock(run_dir)
+    try:
+        lock.acquire()
+    except RunDirError as exc:
+        raise UsageError(str(exc)) from None
+    return lock
 
 
 class Recovery:
@@ -103,11 +118,7 @@ class Recovery:
             UsageError: another process holds the run directory.
             RunDirError: the results cannot be read.
         """
-        lock = RunLock(self.run_dir)
-        try:
-            lock.acquire()
-        except RunDirError as exc:
-            raise UsageError(str(exc)) from None
+        lock = lock_run(self.run_dir)
         try:
             done = {r.trial_id for r in self.store.iter_results()}
             left = [t for t in self.store.trial_dirs().values() if t not in done]

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from itbench.active import LOCK, RunLock, register, unregister
+from itbench.active import LOCK, register, unregister
 from itbench.agents import AgentSpec
 from itbench.bench import Bench
 from itbench.bounds import Bounds, bounds_problem, warn_once
 from itbench.catalog import catalog_versions
 from itbench.command import program_dir
-from itbench.errors import RunDirError, UsageError
+from itbench.errors import UsageError
 from itbench.models import (
     Label,
     RunConfig,
@@ -45,7 +45,7 @@ from itbench.provenance import (
     host_info,
     package_versions,
 )
-from itbench.recovery import Recovery
+from itbench.recovery import Recovery, lock_run
 from itbench.remote import RemoteTrial
 from itbench.trial import RunContext, TrialRunner, utc_now, write_json
 
@@ -174,11 +174,7 @@ class Runner(TrialRunner):
         """
         fresh = not self.run_dir.exists()
         locked_before = (self.run_dir / LOCK).exists()
-        lock = RunLock(self.run_dir)
-        try:
-            lock.acquire()
-        except RunDirError as exc:
-            raise UsageError(str(exc)) from None
+        lock = lock_run(self.run_dir)
         try:
             return self._run_locked(resume)
         except UsageError:
