@@ -562,3 +562,19 @@ def test_no_routine_change_needs_a_datastore_a_fault_stopped(catalog: Catalog) -
         )
     # Redis down leaves the password rotations in the draw; PostgreSQL down takes them out.
     assert rotated["redis"] > 0 and rotated["postgres"] == 0, rotated
+
+
+def test_the_readmes_fault_table_lists_each_mechanisms_targets() -> None:
+    """The README's targets column says what the library draws from, no more and no less."""
+    readme = (Path(__file__).resolve().parents[2] / "sre" / "README.md").read_text()
+    services = {s.name for s in topology.SERVICES}
+    for mech in faults.MECHANISMS.values():
+        row = next(ln for ln in readme.splitlines() if ln.startswith(f"| `{mech.name}` |"))
+        cell = row.split("|")[3].strip()
+        if cell == "any service":
+            assert set(mech.targets) == services, mech.name
+        elif m := re.fullmatch(r"any of the (\d+) service call edges", cell):
+            assert len(mech.targets) == int(m.group(1)), mech.name
+            assert all(topology.parse_edge(t) for t in mech.targets), mech.name
+        else:
+            assert set(re.findall(r"`([^`]+)`", cell)) == set(mech.targets), (mech.name, cell)
