@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,14 +20,12 @@ from typing import Any
 
 from itbench.active import LOCK, register, unregister
 from itbench.agents import AgentSpec
-from itbench.bench import Bench
 from itbench.bounds import Bounds, bounds_problem, warn_once
 from itbench.catalog import catalog_versions
 from itbench.command import program_dir
 from itbench.errors import UsageError
 from itbench.models import (
     Label,
-    RunConfig,
     RunManifest,
     ScenarioSpec,
     TrialResult,
@@ -36,7 +33,6 @@ from itbench.models import (
 )
 from itbench.options import OptionError, check_options
 from itbench.plan import PlannedTrial, plan_trials
-from itbench.ports import PortAllocator
 from itbench.provenance import (
     code_dirs,
     code_hashes,
@@ -78,21 +74,15 @@ class RunOutcome:
 class Runner(TrialRunner):
     """Runs the trials of one run directory: plans them, runs them and records their results.
 
+    Its first fields are those of :class:`~itbench.trial.TrialRunner`.
+
     Args:
-        bench: The loaded session (plugins, domains, agents, catalog).
-        config: The run's options.
-        run_dir: Where manifest, results and artifacts go.
         on_result: Called in the main thread after each result was recorded.
         on_plan: Called once with the trials to run and the number already done.
     """
 
-    bench: Bench
-    config: RunConfig
-    run_dir: Path
     on_result: Callable[[TrialResult], None] | None = None
     on_plan: Callable[[list[PlannedTrial], int], None] | None = None
-    ports: PortAllocator = field(default_factory=PortAllocator)
-    cancel: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -22,7 +22,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -131,6 +131,7 @@ class RunContext:
         return self.manifest.run_id
 
 
+@dataclass
 class TrialRunner:
     """Runs the trials of one run in this process.
 
@@ -148,23 +149,8 @@ class TrialRunner:
     bench: Bench
     config: RunConfig
     run_dir: Path
-    ports: PortAllocator
-    cancel: threading.Event
-
-    def __init__(
-        self,
-        bench: Bench,
-        config: RunConfig,
-        run_dir: Path,
-        ports: PortAllocator | None = None,
-        cancel: threading.Event | None = None,
-    ) -> None:
-        self.bench = bench
-        self.config = config
-        self.run_dir = run_dir
-        self.ports = ports if ports is not None else PortAllocator()
-        self.cancel = cancel if cancel is not None else threading.Event()
-        self.__post_init__()
+    ports: PortAllocator = field(default_factory=PortAllocator)
+    cancel: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         self.run_dir = self.run_dir.resolve()
