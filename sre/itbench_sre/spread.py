@@ -208,13 +208,13 @@ def verdict(now: Counts, base: Counts | None) -> tuple[str, dict[str, Any]]:
     return "undetermined", facts
 
 
-def into(edges: Iterable[Edge], root: str) -> list[Edge]:
-    """The edges of ``edges`` that carry calls to ``root``.
+def into(root: str) -> list[Edge]:
+    """The shop's edges that carry calls to ``root``.
 
     For a link ``a->b``, its own edge; for a service, datastore or instance, its callers'
     edges to it (all edges touching it when nothing calls it, as the shoppers' front end).
     """
-    edges = list(edges)
+    edges = [(callee, caller) for caller, callee in topology.edges()]
     link = topology.parse_edge(root)
     if link is not None:
         return [e for e in edges if e == (link[1], link[0])]
@@ -227,8 +227,7 @@ def anchor_calls(during: dict[Edge, Counts], roots: list[str]) -> int:
     """The fewest calls any root's incoming edges (:func:`into`) carry in ``during``."""
     if not roots:
         return 0
-    every = [(callee, caller) for caller, callee in topology.edges()]
-    return min(sum(during[e].calls for e in into(every, root) if e in during) for root in roots)
+    return min(sum(during[e].calls for e in into(root) if e in during) for root in roots)
 
 
 def connected(edges: list[Edge], roots: list[str]) -> list[Edge]:

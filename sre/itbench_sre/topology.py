@@ -113,12 +113,9 @@ FLAGS: dict[str, tuple[str, ...]] = {
 }
 
 #: Flags each service ships on that keep a part of it running: switched off, that part stops
-#: (the queue consumers of notification and cart). Under a drawn name like every flag, so
+#: (each work queue's consumer). Under a drawn name like every flag, so
 #: switching one off looks like switching a routine flag off.
-SERVING_FLAGS: dict[str, tuple[str, ...]] = {
-    "notification": ("queue_consumer",),
-    "cart": ("queue_consumer",),
-}
+SERVING_FLAGS: dict[str, tuple[str, ...]] = {service: ("queue_consumer",) for service in QUEUES}
 
 #: Flags each service ships off that do nothing when switched on (a harmless new feature).
 DORMANT_FLAGS: dict[str, tuple[str, ...]] = {

@@ -438,8 +438,8 @@ class Shop:
         )
         order = rows[0][0]
         self._receipt(order, user, int(conv["amount"]))
+        message = json.dumps({"order": order, "user": user})
         for name in QUEUES.values():
-            message = json.dumps({"order": order, "user": user})
             QUEUE_DEPTH.labels(name).set(int(_redis_call(self.redis.rpush, name, message)))
         rt.call("cart", "DELETE", f"/cart/{user}")
         return {"order": order, "payment": pay.get("id")}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from itbench_sre import topology
@@ -152,12 +153,22 @@ _register(
 WRITER = "checkout"
 
 
+def _dumper(target: str) -> str:
+    """The instance of ``target`` whose crash dump fills the volume."""
+    return topology.instances(target)[0]
+
+
+def _dump_file(shop: EmbeddedShop, target: str) -> Path:
+    """Where the crash dump lies: the dumping instance's own directory on the volume."""
+    return shop.shop / "data" / _dumper(target) / "core.1.dump"
+
+
 def _fill(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
     """A crash dump left on the data volume, as large as the space left."""
     if not shop.data_quota:
         raise InfrastructureError("a full disk needs the data volume's quota (run as root)")
     data = shop.shop / "data"
-    dump = data / f"{target}-0" / "core.1.dump"
+    dump = _dump_file(shop, target)
     # The space left is read when the dump is written, and the shop keeps writing meanwhile:
     # a smaller dump, with more room left, if one does not fit.
     fill = (
@@ -170,9 +181,7 @@ def _fill(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
 
 
 def _unfill(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
-    return ChangeSet(
-        commands=[["rm", "-f", str(shop.shop / "data" / f"{target}-0" / "core.1.dump")]]
-    )
+    return ChangeSet(commands=[["rm", "-f", str(_dump_file(shop, target))]])
 
 
 _register(
@@ -185,7 +194,7 @@ _register(
         _same,
         lambda t, p: [
             Check(f'min(disk_free_bytes{{job="{WRITER}"}}) < 65536'),
-            Check(f'max(data_used_bytes{{instance="{t}-0"}}) > 1048576'),
+            Check(f'max(data_used_bytes{{instance="{_dumper(t)}"}}) > 1048576'),
             errors_of(WRITER, 2),
         ],
         lambda t, p: [("restart", {"target": t})],

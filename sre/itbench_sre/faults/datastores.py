@@ -26,40 +26,42 @@ from itbench_sre.faults.base import (
     errors_of,
 )
 
-_register(
-    Mechanism(
-        "redis_down",
-        "datastore_down",
-        ("redis",),
-        lambda shop, t, p: ChangeSet(programs=[("stop", "redis")]),
-        lambda shop, t, p: ChangeSet(programs=[("start", "redis")]),
-        _same,
-        lambda t, p: [errors_of("cart")],
-        lambda t, p: [("start", {"target": "redis"})],
-        observable="Redis is stopped; its clients' calls fail (connection refused)",
-        summary="Stops Redis.",
-    )
-)
-
-
 #: A client of each datastore whose errors show it is gone.
 _CLIENT = {"redis": "cart", "postgres": "catalog"}
 
 
-_register(
-    Mechanism(
+def _stopped(name: str, targets: tuple[str, ...], observable: str, summary: str) -> Mechanism:
+    """A mechanism that stops one of ``targets`` (a datastore); starting it again is the fix."""
+    return Mechanism(
+        name,
         "datastore_down",
-        "datastore_down",
-        topology.DATASTORES,
+        targets,
         lambda shop, t, p: ChangeSet(programs=[("stop", t)]),
         lambda shop, t, p: ChangeSet(programs=[("start", t)]),
         _same,
         lambda t, p: [errors_of(_CLIENT[t])],
         lambda t, p: [("start", {"target": t})],
-        observable="one datastore is stopped; its clients' calls to it fail (connection refused) "
-        "while the other datastore serves",
-        summary="Stops a datastore (Redis or PostgreSQL).",
+        observable=observable,
+        summary=summary,
         held=lambda t: ("postgres.",) if t == "postgres" else (),
+    )
+
+
+_register(
+    _stopped(
+        "redis_down",
+        ("redis",),
+        "Redis is stopped; its clients' calls fail (connection refused)",
+        "Stops Redis.",
+    )
+)
+_register(
+    _stopped(
+        "datastore_down",
+        topology.DATASTORES,
+        "one datastore is stopped; its clients' calls to it fail (connection refused) while the "
+        "other datastore serves",
+        "Stops a datastore (Redis or PostgreSQL).",
     )
 )
 
