@@ -541,7 +541,7 @@ class SreEnvironment(Environment):
     def context(self) -> dict[str, Any]:
         """Public facts: entity names, fault-type vocabulary, SLO and answer format."""
         return {
-            "system": "a web shop of HTTP services with Redis, PostgreSQL, a queue, "
+            "system": "a web shop of HTTP services with Redis, PostgreSQL, work queues, "
             "a mesh proxy on every call edge, Prometheus and a load generator",
             "entities": topology.entities(),
             "edges": [topology.edge_name(c, u) for c, u in topology.edges()],
