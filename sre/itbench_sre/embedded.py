@@ -192,7 +192,9 @@ class EmbeddedShop(ShopBackend):
     def _redis_conf(self) -> str:
         return (
             f"bind 127.0.0.1\nport {self.port(topology.REDIS)}\nprotected-mode no\n"
-            'save ""\nappendonly no\nmaxmemory 64mb\nmaxmemory-policy noeviction\n'
+            # Durable, as a queue's store must be: a restart keeps every queued message.
+            'save ""\nappendonly yes\nappendfsync everysec\n'
+            "maxmemory 64mb\nmaxmemory-policy noeviction\n"
             "databases 2\nloglevel warning\n"
         )
 
@@ -305,7 +307,10 @@ class EmbeddedShop(ShopBackend):
             lines += [f"{k}={v}" for k, v in (extra or {}).items()]
             blocks.append("\n".join(lines))
 
-        program("redis", f"redis-server {self.shop / 'redis' / 'redis.conf'}")
+        # Its working directory holds its append-only file.
+        program(
+            "redis", f"redis-server {self.shop / 'redis' / 'redis.conf'}", cwd=self.shop / "redis"
+        )
         assert self.pg_dir is not None
         pg_extra: dict[str, str] = {"stopsignal": "INT"}
         if pgtemplate.run_user():

@@ -31,6 +31,9 @@ EDITABLE = tuple(e for e in CONFIG_ENTITIES if e not in topology.MONITORING)
 #: Entities whose configuration the agent may read: the monitoring platform's is read-only.
 READABLE = (*EDITABLE, "prometheus", "prometheus-rules")
 _MAX_LIMIT = 500
+#: Redis directives an edited configuration keeps as they are: where Redis listens, and that
+#: it keeps its data (the work queues) across a restart.
+REDIS_FIXED = ("bind", "port", "protected-mode", "appendonly")
 #: Redis directives an edited configuration may set: tuning only. Paths (``dir``,
 #: ``dbfilename``, ``logfile``, ``include``, modules...) would let the datastore write or read
 #: files as the harness's user, and the address must stay the shop's.
@@ -384,12 +387,15 @@ class ShopTools:
         raise ToolError(f"no configuration for {entity!r}; entities: {', '.join(allowed)}")
 
     def _check_redis(self, content: str) -> None:
-        """Refuse a Redis configuration that sets anything but tuning, or moves Redis."""
+        """Refuse a Redis configuration that sets anything but tuning, moves Redis or makes
+        it forget its data at a restart (a directive left out takes Redis's default)."""
         baseline = _directives(self.shop.read_config("redis"))
-        for key, value in _directives(content).items():
+        directives = _directives(content)
+        for key in directives:
             if key not in REDIS_DIRECTIVES:
                 raise ToolError(f"redis directive {key!r} may not be set from here")
-            if key in ("bind", "port", "protected-mode") and value != baseline.get(key):
+        for key in REDIS_FIXED:
+            if directives.get(key) != baseline.get(key):
                 raise ToolError(f"redis {key} must stay {baseline.get(key)!r}")
 
     # --- actions -----------------------------------------------------------------------------
@@ -483,14 +489,16 @@ class ShopTools:
     ) -> dict[str, Any]:
         """Change an entity's configuration; it takes effect when the entity is restarted.
 
-        ``set`` maps dotted keys to new values (JSON configurations); ``content`` replaces the
-        whole file.
+        ``set`` maps dotted keys to new values (JSON configurations) or directives to values
+        (Redis's); ``content`` replaces the whole file.
         """
         name = self._entity(entity, EDITABLE)
         if (set is None) == (content is None):
             raise ToolError("give exactly one of 'set' or 'content'")
         before = self.shop.read_config(name)
-        if set is not None:
+        if set is not None and name == "redis":
+            new = _set_directives(before, set)
+        elif set is not None:
             try:
                 doc = json.loads(before)
             except ValueError:
@@ -577,6 +585,22 @@ def _check_addresses(entity: str, content: str) -> None:
                 f"upstream {name!r} -> {address!r}: an address is a registry name (NAME.svc) or "
                 "a loopback address, with a port"
             )
+
+
+def _set_directives(text: str, changes: dict[str, Any]) -> str:
+    """A Redis configuration with each directive of ``changes`` set (replaced or added)."""
+    want = {str(k).lower(): str(v) for k, v in changes.items()}
+    lines, done = [], set()
+    for line in text.splitlines():
+        words = line.strip().split(None, 1)
+        key = words[0].lower() if words else ""
+        if key not in want:
+            lines.append(line)
+        elif key not in done:  # the first line of a directive takes the value, others go
+            lines.append(f"{key} {want[key]}")
+            done.add(key)
+    lines += [f"{k} {v}" for k, v in want.items() if k not in done]
+    return "\n".join(lines) + "\n"
 
 
 def _directives(text: str) -> dict[str, str]:

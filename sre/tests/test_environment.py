@@ -215,3 +215,7 @@ def test_a_dump_on_the_shared_volume_and_a_poisoned_second_queue_show_whose_they
         env.shop.apply(poison.inject(env.shop, "cart", {}))
         assert _wait(lambda: env.holds(poison.signature("cart", {})[0]), 30)
         assert not env.holds(poison.signature("notification", {})[0])
+        # Redis keeps its data across a restart: restarting it does not drop the message.
+        box.call("restart", target="redis")
+        time.sleep(12)
+        assert env.holds(poison.signature("cart", {})[0])

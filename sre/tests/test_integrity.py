@@ -330,6 +330,13 @@ def test_harness_servers_are_out_of_the_tools_and_their_death_shows(
                 box.call("edit_config", entity="redis", content=f"{directive}\n")
         with pytest.raises(ToolError, match="must stay"):
             box.call("edit_config", entity="redis", content="bind 0.0.0.0\n")
+        # Nor may Redis forget its data at a restart (a directive left out takes its default).
+        kept = box.call("read_config", entity="redis")["content"]
+        with pytest.raises(ToolError, match="appendonly must stay"):
+            box.call("edit_config", entity="redis", set={"appendonly": "no"})
+        with pytest.raises(ToolError, match="appendonly must stay"):
+            box.call("edit_config", entity="redis", content=kept.replace("appendonly yes", ""))
+        assert box.call("read_config", entity="redis")["content"] == kept
         assert env.harness_problems() == [] and env.fingerprint() == first
 
         prom = env.shop.identity("prometheus")
