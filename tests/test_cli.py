@@ -21,6 +21,13 @@ def test_show_prints_public_fields_and_no_ground_truth(itbench: CliFn) -> None:
     assert itbench("show", "toy/nope").returncode == 2
 
 
+def test_show_prints_a_faults_drawn_targets_as_one_of_them() -> None:
+    from itbench.cli.show import _text
+
+    assert _text(["a", ["b", "c"]]) == "a, one of (b | c)"
+    assert _text("x") == "x"
+
+
 def test_schema_writes_json_schemas_of_the_models_and_domains(
     itbench: CliFn, tmp_path: Path
 ) -> None:

@@ -58,5 +58,14 @@ def show(bench: Bench, scenario_id: str, as_json: bool) -> None:
         console.print_json(data)
         return
     for key, value in data.items():
-        text = ", ".join(value) if isinstance(value, list) else value
+        text = _text(value)
         console.out.print(f"[bold]{key}[/bold]: {text}", highlight=False)
+
+
+def _text(value: object) -> object:
+    """A summary value as one line: lists joined (a fault's drawn targets as "one of ...")."""
+    if isinstance(value, list):
+        return ", ".join(
+            f"one of ({' | '.join(map(str, v))})" if isinstance(v, list) else str(v) for v in value
+        )
+    return value

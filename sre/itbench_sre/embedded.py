@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from itbench_sre import pgtemplate, topology
+from itbench_sre import memgroups, pgtemplate, topology
 from itbench_sre.ansible import run_playbook
+from itbench_sre.app import limits
 from itbench_sre.app.phrases import FEATURES_FILE, PHRASES_FILE, RELEASES_FILE, Phrasebook
 from itbench_sre.backend import ChangeSet, ShopBackend
 from itbench_sre.promproxy import QUERY_FLAGS
@@ -102,6 +103,8 @@ class EmbeddedShop(ShopBackend):
         #: Whether the data volume is a small file system of its own (needs root).
         self.data_quota = False
         self._cert_files: dict[str, str] = {}
+        #: The environment's memory control group (:mod:`itbench_sre.memgroups`), if any.
+        self.memory_group: Path | None = None
 
     # --- ports -------------------------------------------------------------------------
     def port(self, offset: int) -> int:
@@ -330,12 +333,17 @@ class EmbeddedShop(ShopBackend):
         )
         for s in topology.SERVICES:
             for i, inst in enumerate(topology.instances(s.name)):
-                program(
-                    inst,
+                command = (
                     f"{py} -m itbench_sre.app.service config/{s.name}.json "
-                    f"{inst} {self.instance_port(inst)}",
-                    autostart=i < s.replicas,
+                    f"{inst} {self.instance_port(inst)}"
                 )
+                if self.memory_group is not None:
+                    # Limited and counted by the kernel from its first instruction on.
+                    command = (
+                        f"{py} -S {limits.__file__} {self.memory_group / inst} "
+                        f"config/{s.name}.json -- {command}"
+                    )
+                program(inst, command, autostart=i < s.replicas)
         program(
             "prometheus",
             f"prometheus --config.file={self.shop / 'prometheus' / 'prometheus.yml'} "
@@ -437,8 +445,13 @@ class EmbeddedShop(ShopBackend):
         shared = pgtemplate.shared_root() / f"env-{uuid.uuid4().hex[:12]}"
         shared.mkdir(mode=0o755)
         self.shared = shared
+        self.memory_group = memgroups.make(
+            [i for s in topology.SERVICES for i in topology.instances(s.name)]
+        )
         record = self.root / HARNESS_RECORD
-        record.write_text(json.dumps({"shared": str(shared)}))
+        record.write_text(
+            json.dumps({"shared": str(shared), "memory_group": str(self.memory_group or "")})
+        )
         record.chmod(0o600)
         # Unix socket paths are limited to ~100 bytes: the socket lives under the short shared
         # directory, in a subdirectory only the harness's user may enter.
@@ -571,6 +584,7 @@ class EmbeddedShop(ShopBackend):
         if self.supervisord is not None:
             self.supervisord.stop(timeout=8)
         sweep(self.root, self.shared)
+        memgroups.remove(self.memory_group)
         unmount_under(self.root)
 
     def release_held(self) -> None:
@@ -628,7 +642,10 @@ class EmbeddedShop(ShopBackend):
 
     # --- programs --------------------------------------------------------------------------
     def programs(self) -> list[dict[str, Any]]:
-        """State of every program, with its process state and memory."""
+        """State of every program, with its process state and memory.
+
+        A service instance in a memory group also shows its limit, usage and OOM kills.
+        """
         import psutil
 
         out = []
@@ -646,6 +663,10 @@ class EmbeddedShop(ShopBackend):
                     proc = psutil.Process(p["pid"])
                     rec["process_status"] = proc.status()
                     rec["rss_mb"] = round(proc.memory_info().rss / 2**20, 1)
+            # As a container platform shows it: the limit, what counts against it, the kills.
+            group = memgroups.stats(self.memory_group, p["name"])
+            if group is not None:
+                rec["memory"] = group
             out.append(rec)
         return out
 
@@ -988,6 +1009,15 @@ def sweep(root: Path, shared: Path | None) -> list[int]:
     if shared is not None:
         shutil.rmtree(shared, ignore_errors=True)
     return killed
+
+
+def recorded_memory_group(root: Path) -> Path | None:
+    """The memory control group recorded at deploy time (for recovery after a harness crash)."""
+    try:
+        path = json.loads((root / HARNESS_RECORD).read_text()).get("memory_group")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return memgroups.recorded(path if isinstance(path, str) else None)
 
 
 def recorded_shared(root: Path) -> Path | None:

@@ -347,7 +347,10 @@ class ShopTools:
         return out[-max(1, min(limit, 100)) :]
 
     def processes(self) -> list[dict[str, Any]]:
-        """Every program of the shop: state, pid, uptime, process status and memory."""
+        """Every program of the shop: state, pid, uptime, process status and memory.
+
+        A service instance also shows its memory limit, usage and OOM kills.
+        """
         return self.shop.programs()
 
     def read_config(self, entity: str) -> dict[str, Any]:
@@ -387,8 +390,11 @@ class ShopTools:
         raise ToolError(f"no configuration for {entity!r}; entities: {', '.join(allowed)}")
 
     def _check_redis(self, content: str) -> None:
-        """Refuse a Redis configuration that sets anything but tuning, moves Redis or makes
-        it forget its data at a restart (a directive left out takes Redis's default)."""
+        """Refuse a Redis configuration that sets more than tuning, or moves or empties Redis.
+
+        A directive left out takes Redis's default: leaving out ``appendonly`` would make Redis
+        forget its data at a restart.
+        """
         baseline = _directives(self.shop.read_config("redis"))
         directives = _directives(content)
         for key in directives:

@@ -17,6 +17,7 @@ from itbench_sre.environment import SreEnvironment
 from itbench_sre.spec import DecoySpec, SreSpec
 
 from itbench.catalog import Catalog
+from itbench.cgroups import cgroups_problem
 from itbench.errors import ToolError
 from itbench.process import port_open
 from itbench.testing import processes_under
@@ -219,3 +220,47 @@ def test_a_dump_on_the_shared_volume_and_a_poisoned_second_queue_show_whose_they
         box.call("restart", target="redis")
         time.sleep(12)
         assert env.holds(poison.signature("cart", {})[0])
+
+
+@pytest.mark.skipif(cgroups_problem() is not None, reason=str(cgroups_problem()))
+def test_a_memory_limit_below_the_working_set_is_enforced_by_the_kernel(
+    domain: SreDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    spec = catalog.scenarios["sre/control-quiet"]
+    assert isinstance(spec, SreSpec)
+    with live(domain, spec, tmp_path) as env:
+        env.setup()
+        box = Toolbox.of(env.tools())
+
+        def memory(instance: str) -> dict[str, float]:
+            rows = {p["name"]: p for p in box.call("processes")}
+            return dict(rows[instance].get("memory") or {})
+
+        # Each instance runs in a memory group of its own, limited as its configuration says.
+        assert memory("currency-0")["limit_mb"] == 160
+        assert 5 < memory("currency-0")["usage_mb"] < 160
+        group = env.shop.memory_group
+        assert group is not None and (group / "currency-0").is_dir()
+        limit = 'container_spec_memory_limit_bytes{job="currency"} == 160 * 2^20'
+        assert _wait(lambda: box.call("query", promql=limit) != [], 15)
+
+        mech = faults.get("memory_limit_too_low")
+        env.shop.apply(mech.inject(env.shop, "currency", {"limit_mb": 10}))
+        # The kernel kills it as it starts, again and again: no log line of its own says so.
+        assert _wait(lambda: memory("currency-0").get("oom_kills", 0) >= 2, 30), memory(
+            "currency-0"
+        )
+        assert memory("currency-0")["limit_mb"] == 10
+        assert _wait(lambda: env.holds(mech.signature("currency", {})[0]), 30)
+        assert env.causes_left() != [] or not env.causes  # the key holds the fault's value
+
+        box.call("edit_config", entity="currency", set={"memory_limit_mb": 192})
+        box.call("restart", target="currency")
+        assert memory("currency-0")["limit_mb"] == 192
+        kills = memory("currency-0")["oom_kills"]
+        time.sleep(3)
+        assert memory("currency-0")["oom_kills"] == kills
+        assert not env.holds(mech.signature("currency", {})[0]) or _wait(
+            lambda: not env.holds(mech.signature("currency", {})[0]), 20
+        )
+    assert not group.exists()

@@ -410,9 +410,11 @@ def test_teardown_and_recover_use_only_paths_the_harness_holds(
         with live(domain, spec, tmp_path / "b") as env:
             env.setup()
             shared = env.shop.shared
+            group = env.shop.memory_group
             assert shared is not None
             domain.recover(env.ctx.trial_dir)
             assert processes_under(env.shop.root) == [] and not shared.exists()
+            assert group is None or not group.exists()  # its memory groups go too
             assert processes_under(shared) == []
         assert bystander.poll() is None
     finally:

@@ -41,6 +41,13 @@ QUEUE_DEPTH = Gauge("queue_depth", "Messages waiting in a work queue", ["queue"]
 QUEUE_PROCESSED = Gauge("queue_last_processed_timestamp", "When a message was last handled")
 DISK_FREE = Gauge("disk_free_bytes", "Free space of the data volume")
 DISK_SIZE = Gauge("disk_size_bytes", "Size of the data volume")
+MEMORY_USAGE = Gauge(
+    "container_memory_usage_bytes", "Memory this instance's group uses, as its limit counts it"
+)
+MEMORY_LIMIT = Gauge("container_spec_memory_limit_bytes", "This instance's memory limit")
+OOM_KILLS = Gauge(
+    "container_oom_events_total", "Times the kernel's OOM killer killed this instance's process"
+)
 DATA_USED = Gauge("data_used_bytes", "Space this instance's own files take on the data volume")
 
 
@@ -687,7 +694,29 @@ def _data_volume(rt: Runtime) -> None:
     DATA_USED.set_function(used)
 
 
+def _memory_group(group: Path) -> None:
+    """Export the instance's memory group's figures, as a container platform's exporter does."""
+
+    def read(name: str, key: str = "") -> float:
+        try:
+            text = (group / name).read_text()
+        except OSError:
+            return 0.0
+        if not key:
+            return float(text.strip() or 0)
+        fields = text.split()
+        return float(dict(zip(fields[::2], fields[1::2], strict=False)).get(key, 0))
+
+    MEMORY_USAGE.set_function(lambda: read("memory.usage_in_bytes"))
+    MEMORY_LIMIT.set_function(lambda: read("memory.limit_in_bytes"))
+    OOM_KILLS.set_function(lambda: read("memory.oom_control", "oom_kill"))
+
+
 def _memory_watch(rt: Runtime) -> None:
+    group = os.environ.get("SHOP_MEMORY_GROUP")
+    if group:  # the kernel enforces the limit
+        _memory_group(Path(group))
+        return
     limit = rt.config.get("memory_limit_mb")
     if not limit:
         return

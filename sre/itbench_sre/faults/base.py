@@ -48,6 +48,7 @@ FAULT_TYPES = (
     "partial_failure",
     "disk_full",
     "cascading_timeout",
+    "memory_limit",
 )
 
 

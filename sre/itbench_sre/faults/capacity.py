@@ -1,4 +1,4 @@
-"""Faults of capacity: replicas scaled down, surges, retry storms and a full data volume."""
+"""Faults of capacity: replicas, surges, retry storms, a full volume and a low memory limit."""
 
 from __future__ import annotations
 
@@ -16,14 +16,17 @@ from itbench_sre.faults.base import (
     Param,
     _config,
     _config_cause,
+    _config_change,
     _deploy,
     _errors,
     _fewer_replicas,
     _register,
     _restore,
+    _rollback,
     _running_instances,
     _same,
     errors_of,
+    unscraped,
     upstream_errors,
 )
 
@@ -204,5 +207,39 @@ _register(
         observable="the shared data volume's free space is near zero and its writer's writes "
         "fail for want of space, while one instance's own files take the volume",
         anchors=lambda t, p: [WRITER],
+    )
+)
+
+
+def _memory_limit(cfg: dict[str, Any], shop: EmbeddedShop, target: str, p: dict[str, Any]) -> None:
+    cfg["memory_limit_mb"] = int(p["limit_mb"])
+
+
+_register(
+    Mechanism(
+        "memory_limit_too_low",
+        "memory_limit",
+        ("catalog", "cart", "currency", "shipping", "payment", "recommendation"),
+        _config_change(_memory_limit),
+        _restore,
+        _same,
+        lambda t, p: [unscraped(f'job="{t}"')],
+        _rollback,
+        summary="Deploys a configuration whose memory limit is below what the service needs "
+        "to start: the kernel's OOM killer kills every instance as it starts.",
+        observable="the service's targets cannot be scraped; its instances keep restarting, "
+        "each killed for memory (the OOM kills its memory group counts) without logging an "
+        "error",
+        params=(
+            Param(
+                "limit_mb",
+                int,
+                10,
+                "The memory limit deployed, MiB (below any instance's working set).",
+                minimum=1,
+                choices=lambda t: (8, 10, 12),
+            ),
+        ),
+        keys=("memory_limit_mb",),
     )
 )
