@@ -6,8 +6,8 @@ import random
 from pathlib import Path
 from typing import Any, ClassVar
 
-from itbench_sre import agents, memgroups, reference, scoring, topology
-from itbench_sre.embedded import recorded_memory_group, recorded_shared, sweep, unmount_under
+from itbench_sre import agents, reference, scoring, topology
+from itbench_sre.embedded import recorded_groups, recorded_shared, sweep, unmount_under
 from itbench_sre.environment import SreEnvironment, trial_root
 from itbench_sre.spec import TASK_TYPES, SreSpec, SreSubmission
 
@@ -99,5 +99,7 @@ class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
             stop_group(pid)
         stop_recorded(root)
         sweep(root, recorded_shared(root))
-        memgroups.remove(recorded_memory_group(root))
+        groups = recorded_groups(root)
+        if groups is not None:
+            groups.remove()
         unmount_under(root)

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from itbench_sre import memgroups, pgtemplate, topology
+from itbench_sre import cgroups, pgtemplate, topology
 from itbench_sre.ansible import run_playbook
-from itbench_sre.app import limits
+from itbench_sre.app import limited
 from itbench_sre.app.phrases import FEATURES_FILE, PHRASES_FILE, RELEASES_FILE, Phrasebook
 from itbench_sre.backend import ChangeSet, ShopBackend
 from itbench_sre.promproxy import QUERY_FLAGS
@@ -103,8 +103,8 @@ class EmbeddedShop(ShopBackend):
         #: Whether the data volume is a small file system of its own (needs root).
         self.data_quota = False
         self._cert_files: dict[str, str] = {}
-        #: The environment's memory control group (:mod:`itbench_sre.memgroups`), if any.
-        self.memory_group: Path | None = None
+        #: The control groups of the environment's instances (:mod:`itbench_sre.cgroups`).
+        self.groups: cgroups.InstanceGroups | None = None
 
     # --- ports -------------------------------------------------------------------------
     def port(self, offset: int) -> int:
@@ -158,6 +158,7 @@ class EmbeddedShop(ShopBackend):
             "pool_timeout": 1.0,
             "max_rps": 7 if service == "frontend" else None,
             "memory_limit_mb": 160,
+            "cpu_limit": 1.0,
             "max_open_files": 256,
             "flags": {},  # below, with the routine flags first
             "tracing": {"enabled": self.traces},
@@ -337,12 +338,10 @@ class EmbeddedShop(ShopBackend):
                     f"{py} -m itbench_sre.app.service config/{s.name}.json "
                     f"{inst} {self.instance_port(inst)}"
                 )
-                if self.memory_group is not None:
+                if self.groups is not None:
                     # Limited and counted by the kernel from its first instruction on.
-                    command = (
-                        f"{py} -S {limits.__file__} {self.memory_group / inst} "
-                        f"config/{s.name}.json -- {command}"
-                    )
+                    dirs = " ".join(str(d) for d in self.groups.of(inst))
+                    command = f"{py} -S {limited.__file__} config/{s.name}.json {dirs} -- {command}"
                 program(inst, command, autostart=i < s.replicas)
         program(
             "prometheus",
@@ -445,12 +444,12 @@ class EmbeddedShop(ShopBackend):
         shared = pgtemplate.shared_root() / f"env-{uuid.uuid4().hex[:12]}"
         shared.mkdir(mode=0o755)
         self.shared = shared
-        self.memory_group = memgroups.make(
+        self.groups = cgroups.make(
             [i for s in topology.SERVICES for i in topology.instances(s.name)]
         )
         record = self.root / HARNESS_RECORD
         record.write_text(
-            json.dumps({"shared": str(shared), "memory_group": str(self.memory_group or "")})
+            json.dumps({"shared": str(shared), "groups": self.groups and self.groups.name})
         )
         record.chmod(0o600)
         # Unix socket paths are limited to ~100 bytes: the socket lives under the short shared
@@ -584,7 +583,8 @@ class EmbeddedShop(ShopBackend):
         if self.supervisord is not None:
             self.supervisord.stop(timeout=8)
         sweep(self.root, self.shared)
-        memgroups.remove(self.memory_group)
+        if self.groups is not None:
+            self.groups.remove()
         unmount_under(self.root)
 
     def release_held(self) -> None:
@@ -644,7 +644,8 @@ class EmbeddedShop(ShopBackend):
     def programs(self) -> list[dict[str, Any]]:
         """State of every program, with its process state and memory.
 
-        A service instance in a memory group also shows its limit, usage and OOM kills.
+        A service instance in control groups also shows its limits, memory usage, OOM kills
+        and throttled CPU periods.
         """
         import psutil
 
@@ -663,10 +664,10 @@ class EmbeddedShop(ShopBackend):
                     proc = psutil.Process(p["pid"])
                     rec["process_status"] = proc.status()
                     rec["rss_mb"] = round(proc.memory_info().rss / 2**20, 1)
-            # As a container platform shows it: the limit, what counts against it, the kills.
-            group = memgroups.stats(self.memory_group, p["name"])
+            # As a container platform shows them: limits, what counts against them, kills.
+            group = self.groups.stats(p["name"]) if self.groups is not None else None
             if group is not None:
-                rec["memory"] = group
+                rec["limits"] = group
             out.append(rec)
         return out
 
@@ -1011,13 +1012,13 @@ def sweep(root: Path, shared: Path | None) -> list[int]:
     return killed
 
 
-def recorded_memory_group(root: Path) -> Path | None:
-    """The memory control group recorded at deploy time (for recovery after a harness crash)."""
+def recorded_groups(root: Path) -> cgroups.InstanceGroups | None:
+    """The instances' control groups recorded at deploy (for recovery after a harness crash)."""
     try:
-        path = json.loads((root / HARNESS_RECORD).read_text()).get("memory_group")
+        name = json.loads((root / HARNESS_RECORD).read_text()).get("groups")
     except (OSError, ValueError, AttributeError):
         return None
-    return memgroups.recorded(path if isinstance(path, str) else None)
+    return cgroups.recorded(name)
 
 
 def recorded_shared(root: Path) -> Path | None:

@@ -223,7 +223,7 @@ def test_a_dump_on_the_shared_volume_and_a_poisoned_second_queue_show_whose_they
 
 
 @pytest.mark.skipif(cgroups_problem() is not None, reason=str(cgroups_problem()))
-def test_a_memory_limit_below_the_working_set_is_enforced_by_the_kernel(
+def test_memory_and_cpu_limits_below_what_a_service_needs_are_enforced_by_the_kernel(
     domain: SreDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
     spec = catalog.scenarios["sre/control-quiet"]
@@ -232,35 +232,43 @@ def test_a_memory_limit_below_the_working_set_is_enforced_by_the_kernel(
         env.setup()
         box = Toolbox.of(env.tools())
 
-        def memory(instance: str) -> dict[str, float]:
+        def limits(instance: str) -> dict[str, float]:
             rows = {p["name"]: p for p in box.call("processes")}
-            return dict(rows[instance].get("memory") or {})
+            return dict(rows[instance].get("limits") or {})
 
-        # Each instance runs in a memory group of its own, limited as its configuration says.
-        assert memory("currency-0")["limit_mb"] == 160
-        assert 5 < memory("currency-0")["usage_mb"] < 160
-        group = env.shop.memory_group
-        assert group is not None and (group / "currency-0").is_dir()
+        # Each instance runs in groups of its own, limited as its configuration says.
+        assert limits("currency-0")["memory_limit_mb"] == 160
+        assert limits("currency-0")["cpu_limit"] == 1.0
+        assert 5 < limits("currency-0")["memory_usage_mb"] < 160
+        groups = env.shop.groups
+        assert groups is not None and all(d.is_dir() for d in groups.of("currency-0"))
         limit = 'container_spec_memory_limit_bytes{job="currency"} == 160 * 2^20'
         assert _wait(lambda: box.call("query", promql=limit) != [], 15)
+        quota = 'container_spec_cpu_quota{job="currency"} == 100000'
+        assert box.call("query", promql=quota) != []
 
+        # A memory limit below the working set: the kernel kills each start, and no log line
+        # of the service says so.
         mech = faults.get("memory_limit_too_low")
         env.shop.apply(mech.inject(env.shop, "currency", {"limit_mb": 10}))
-        # The kernel kills it as it starts, again and again: no log line of its own says so.
-        assert _wait(lambda: memory("currency-0").get("oom_kills", 0) >= 2, 30), memory(
+        assert _wait(lambda: limits("currency-0").get("oom_kills", 0) >= 2, 30), limits(
             "currency-0"
         )
-        assert memory("currency-0")["limit_mb"] == 10
+        assert limits("currency-0")["memory_limit_mb"] == 10
         assert _wait(lambda: env.holds(mech.signature("currency", {})[0]), 30)
-        assert env.causes_left() != [] or not env.causes  # the key holds the fault's value
-
         box.call("edit_config", entity="currency", set={"memory_limit_mb": 192})
         box.call("restart", target="currency")
-        assert memory("currency-0")["limit_mb"] == 192
-        kills = memory("currency-0")["oom_kills"]
+        assert limits("currency-0")["memory_limit_mb"] == 192
+        kills = limits("currency-0")["oom_kills"]
         time.sleep(3)
-        assert memory("currency-0")["oom_kills"] == kills
-        assert not env.holds(mech.signature("currency", {})[0]) or _wait(
-            lambda: not env.holds(mech.signature("currency", {})[0]), 20
-        )
-    assert not group.exists()
+        assert limits("currency-0")["oom_kills"] == kills
+
+        # A CPU quota far below its use: the kernel throttles it, and it answers slowly.
+        mech = faults.get("cpu_limit_too_low")
+        env.shop.apply(mech.inject(env.shop, "currency", {"cpu_limit": 0.03}))
+        assert _wait(lambda: env.holds(mech.signature("currency", {})[0]), 60)
+        row = limits("currency-0")
+        assert row["cpu_limit"] == 0.03 and row["cpu_throttled_periods"] > 0, row
+        box.call("rollback", service="currency")
+        assert limits("currency-0")["cpu_limit"] == 1.0
+    assert not any(groups.dir(c).exists() for c in ("memory", "cpu"))

@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 import pytest
 from itbench_sre import agents, faults, scoring, topology
+from itbench_sre.cgroups import CONTROLLERS
 from itbench_sre.domain import SreDomain
 from itbench_sre.environment import SreEnvironment
 from itbench_sre.spec import DecoySpec, FaultSpec, SreSpec
@@ -410,11 +411,12 @@ def test_teardown_and_recover_use_only_paths_the_harness_holds(
         with live(domain, spec, tmp_path / "b") as env:
             env.setup()
             shared = env.shop.shared
-            group = env.shop.memory_group
+            groups = env.shop.groups
             assert shared is not None
             domain.recover(env.ctx.trial_dir)
             assert processes_under(env.shop.root) == [] and not shared.exists()
-            assert group is None or not group.exists()  # its memory groups go too
+            # Its control groups go too.
+            assert groups is None or not any(groups.dir(c).exists() for c in CONTROLLERS)
             assert processes_under(shared) == []
         assert bystander.poll() is None
     finally:

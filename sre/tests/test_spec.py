@@ -11,7 +11,7 @@ from typing import get_args
 import pytest
 from itbench_sre import agents, faults, topology
 from itbench_sre.domain import SreDomain
-from itbench_sre.embedded import HARNESS_RECORD, recorded_memory_group, recorded_shared
+from itbench_sre.embedded import HARNESS_RECORD, recorded_groups, recorded_shared
 from itbench_sre.pgtemplate import shared_root
 from itbench_sre.rules import RULES
 from itbench_sre.scoring import judge_answer
@@ -30,7 +30,6 @@ from itbench_sre.spec import (
 from pydantic import ValidationError
 
 from itbench.catalog import Catalog
-from itbench.cgroups import parent_dir
 
 
 def _draws(spec: SreSpec, n: int = 12) -> list[SreSpec]:
@@ -415,23 +414,16 @@ def test_recovery_accepts_only_a_shared_directory_of_deploys_shape(tmp_path: Pat
     assert recorded_shared(tmp_path) is None
 
 
-def test_recovery_removes_only_a_memory_group_of_deploys_shape(tmp_path: Path) -> None:
-    """Recover removes the memory group the trial's record names only when deploy could have
-    made it: a direct child of the harness's group named ``itbench-shop-<12 hex>``."""
+def test_recovery_removes_only_control_groups_of_deploys_name(tmp_path: Path) -> None:
+    """Recover removes the instances' groups the trial's record names only when deploy could
+    have named them so (``itbench-shop-<12 hex>``, below the harness's own groups)."""
     record = tmp_path / HARNESS_RECORD
-    for bad in ("/sys/fs/cgroup/memory", "/etc", "itbench-shop-0123456789ab", 5):
-        record.write_text(json.dumps({"shared": "", "memory_group": bad}))
-        assert recorded_memory_group(tmp_path) is None, bad
-    try:
-        base = parent_dir("memory")
-    except OSError:
-        return
-    for bad in (base, base / "itbench-shop-0123456789ab" / "x", base / "itbench-0123456789ab"):
-        record.write_text(json.dumps({"shared": "", "memory_group": str(bad)}))
-        assert recorded_memory_group(tmp_path) is None, bad
-    good = base / "itbench-shop-0123456789ab"
-    record.write_text(json.dumps({"shared": "", "memory_group": str(good)}))
-    assert recorded_memory_group(tmp_path) == good
+    for bad in ("/sys/fs/cgroup/memory", "..", "itbench-shop-0123", "itbench-0123456789ab", 5):
+        record.write_text(json.dumps({"shared": "", "groups": bad}))
+        assert recorded_groups(tmp_path) is None, bad
+    record.write_text(json.dumps({"shared": "", "groups": "itbench-shop-0123456789ab"}))
+    groups = recorded_groups(tmp_path)
+    assert groups is not None and groups.name == "itbench-shop-0123456789ab"
 
 
 def test_configurations_keep_the_shops_traffic_on_this_machine() -> None:

@@ -13,6 +13,7 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -47,6 +48,15 @@ MEMORY_USAGE = Gauge(
 MEMORY_LIMIT = Gauge("container_spec_memory_limit_bytes", "This instance's memory limit")
 OOM_KILLS = Gauge(
     "container_oom_events_total", "Times the kernel's OOM killer killed this instance's process"
+)
+CPU_QUOTA = Gauge("container_spec_cpu_quota", "CPU time this instance may use per period, µs")
+CPU_PERIOD = Gauge("container_spec_cpu_period", "Length of this instance's CPU period, µs")
+CPU_PERIODS = Gauge("container_cpu_cfs_periods_total", "Periods this instance had work to run in")
+CPU_THROTTLED = Gauge(
+    "container_cpu_cfs_throttled_periods_total", "Periods in which this instance was throttled"
+)
+CPU_THROTTLED_S = Gauge(
+    "container_cpu_cfs_throttled_seconds_total", "Time this instance spent throttled, seconds"
 )
 DATA_USED = Gauge("data_used_bytes", "Space this instance's own files take on the data volume")
 
@@ -694,28 +704,48 @@ def _data_volume(rt: Runtime) -> None:
     DATA_USED.set_function(used)
 
 
-def _memory_group(group: Path) -> None:
-    """Export the instance's memory group's figures, as a container platform's exporter does."""
+def _reader(group: Path) -> Callable[..., Callable[[], float]]:
+    """Readers of one control group's figures (a whole file, or one field of it)."""
 
-    def read(name: str, key: str = "") -> float:
-        try:
-            text = (group / name).read_text()
-        except OSError:
-            return 0.0
-        if not key:
-            return float(text.strip() or 0)
-        fields = text.split()
-        return float(dict(zip(fields[::2], fields[1::2], strict=False)).get(key, 0))
+    def read(name: str, key: str = "", scale: float = 1.0) -> Callable[[], float]:
+        def value() -> float:
+            try:
+                text = (group / name).read_text()
+            except OSError:
+                return 0.0
+            if not key:
+                return float(text.strip() or 0) * scale
+            fields = text.split()
+            return float(dict(zip(fields[::2], fields[1::2], strict=False)).get(key, 0)) * scale
 
-    MEMORY_USAGE.set_function(lambda: read("memory.usage_in_bytes"))
-    MEMORY_LIMIT.set_function(lambda: read("memory.limit_in_bytes"))
-    OOM_KILLS.set_function(lambda: read("memory.oom_control", "oom_kill"))
+        return value
+
+    return read
+
+
+def _container_metrics() -> bool:
+    """Export the instance's control groups' figures, as a container platform's exporter does.
+
+    Returns whether the instance runs in a memory group (the kernel enforces its limit).
+    """
+    memory, cpu = os.environ.get("SHOP_MEMORY_GROUP"), os.environ.get("SHOP_CPU_GROUP")
+    if cpu:
+        read = _reader(Path(cpu))
+        CPU_QUOTA.set_function(read("cpu.cfs_quota_us"))
+        CPU_PERIOD.set_function(read("cpu.cfs_period_us"))
+        CPU_PERIODS.set_function(read("cpu.stat", "nr_periods"))
+        CPU_THROTTLED.set_function(read("cpu.stat", "nr_throttled"))
+        CPU_THROTTLED_S.set_function(read("cpu.stat", "throttled_time", 1e-9))
+    if memory:
+        read = _reader(Path(memory))
+        MEMORY_USAGE.set_function(read("memory.usage_in_bytes"))
+        MEMORY_LIMIT.set_function(read("memory.limit_in_bytes"))
+        OOM_KILLS.set_function(read("memory.oom_control", "oom_kill"))
+    return bool(memory)
 
 
 def _memory_watch(rt: Runtime) -> None:
-    group = os.environ.get("SHOP_MEMORY_GROUP")
-    if group:  # the kernel enforces the limit
-        _memory_group(Path(group))
+    if _container_metrics():  # the kernel enforces the limit
         return
     limit = rt.config.get("memory_limit_mb")
     if not limit:
