@@ -22,6 +22,9 @@ from typing import Any
 #: What an instance whose configuration sets no limit may use.
 DEFAULT_MB = 1024
 DEFAULT_CORES = 2.0
+#: The most a configuration may ask for (more is taken as this much).
+MAX_MB = 64 * 1024
+MAX_CORES = 64.0
 #: Length of one CFS period, in microseconds.
 PERIOD_US = 100_000
 
@@ -41,8 +44,9 @@ def limits(path: Path) -> tuple[int, int]:
         config = {}
     if not isinstance(config, dict):
         config = {}
-    memory = int(_number(config, "memory_limit_mb", DEFAULT_MB) * 2**20)
-    quota = max(1000, int(_number(config, "cpu_limit", DEFAULT_CORES) * PERIOD_US))
+    memory = int(min(MAX_MB, _number(config, "memory_limit_mb", DEFAULT_MB)) * 2**20)
+    cores = min(MAX_CORES, _number(config, "cpu_limit", DEFAULT_CORES))
+    quota = max(1000, int(cores * PERIOD_US))
     return memory, quota
 
 

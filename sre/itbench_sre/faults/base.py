@@ -49,7 +49,6 @@ FAULT_TYPES = (
     "disk_full",
     "cascading_timeout",
     "memory_limit",
-    "cpu_throttling",
 )
 
 

@@ -243,38 +243,3 @@ _register(
         keys=("memory_limit_mb",),
     )
 )
-
-
-def _cpu_limit(cfg: dict[str, Any], shop: EmbeddedShop, target: str, p: dict[str, Any]) -> None:
-    cfg["cpu_limit"] = float(p["cpu_limit"])
-
-
-_register(
-    Mechanism(
-        "cpu_limit_too_low",
-        "cpu_throttling",
-        ("catalog", "cart", "currency", "shipping", "payment", "recommendation"),
-        _config_change(_cpu_limit),
-        _restore,
-        _same,
-        lambda t, p: [
-            Check(f'max(rate(container_cpu_cfs_throttled_periods_total{{job="{t}"}}[{RATE}])) > 2')
-        ],
-        _rollback,
-        summary="Deploys a configuration whose CPU limit is a small fraction of what the "
-        "service needs: the kernel throttles it and it answers slowly.",
-        observable="the service answers slowly while its CPU use stays flat at a small ceiling; "
-        "the kernel throttles it in most scheduling periods it runs in",
-        params=(
-            Param(
-                "cpu_limit",
-                float,
-                0.03,
-                "The CPU limit deployed, in cores (well below what the service uses).",
-                minimum=0.01,
-                choices=lambda t: (0.02, 0.03, 0.04),
-            ),
-        ),
-        keys=("cpu_limit",),
-    )
-)
