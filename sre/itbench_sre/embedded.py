@@ -40,6 +40,8 @@ SCRAPE_INTERVAL = "500ms"
 JOB_PROGRAM = "reports"
 #: Name of the harness-only record of an environment's paths outside its root (for recover).
 HARNESS_RECORD = "harness.json"
+#: Where Redis keeps its append-only file, in its working directory (Redis's default name).
+REDIS_DATA = "appendonlydir"
 _SHARED_NAME = re.compile(r"env-[0-9a-f]{12}")
 #: Entities whose configuration the tools expose (services, Redis, Prometheus).
 CONFIG_ENTITIES = tuple(s.name for s in topology.SERVICES) + ("redis", topology.DNS, "prometheus")
@@ -585,6 +587,8 @@ class EmbeddedShop(ShopBackend):
         sweep(self.root, self.shared)
         if self.groups is not None:
             self.groups.remove()
+        # Redis's append-only file is no record of the trial, and a full Redis writes tens of MB.
+        shutil.rmtree(self.shop / "redis" / REDIS_DATA, ignore_errors=True)
         unmount_under(self.root)
 
     def release_held(self) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from itbench_sre import faults, topology
 from itbench_sre.domain import SreDomain
+from itbench_sre.embedded import REDIS_DATA
 from itbench_sre.environment import SreEnvironment
 from itbench_sre.spec import DecoySpec, SreSpec
 
@@ -220,6 +221,9 @@ def test_a_dump_on_the_shared_volume_and_a_poisoned_second_queue_show_whose_they
         box.call("restart", target="redis")
         time.sleep(12)
         assert env.holds(poison.signature("cart", {})[0])
+        kept = env.shop.shop / "redis" / REDIS_DATA
+        assert kept.is_dir()
+    assert not kept.exists()  # no record of the trial, so not kept with it
 
 
 @pytest.mark.skipif(cgroups_problem() is not None, reason=str(cgroups_problem()))
