@@ -22,7 +22,7 @@ import signal
 import time
 from pathlib import Path
 
-from itbench.cgroups import cgroups_problem, parent_dir
+from itbench.cgroups import CGROUP_ROOT, cgroups_problem, parent_dir
 
 #: The controllers an instance is limited by.
 CONTROLLERS = ("memory", "cpu")
@@ -31,18 +31,22 @@ GROUP_NAME = re.compile(r"itbench-shop-[0-9a-f]{12}")
 
 
 class InstanceGroups:
-    """The groups of one environment, named alike in each controller.
+    """The groups of one environment, one per controller.
 
     Args:
-        name: The environment's group name (:data:`GROUP_NAME`).
+        dirs: The environment's group in each controller of :data:`CONTROLLERS`.
     """
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, dirs: dict[str, Path]) -> None:
+        self.dirs = dirs
 
     def dir(self, controller: str) -> Path:
         """The environment's group in ``controller``."""
-        return parent_dir(controller) / self.name
+        return self.dirs[controller]
+
+    def record(self) -> dict[str, str]:
+        """The groups' paths, for the harness's record (:func:`recorded` reads them back)."""
+        return {c: str(d) for c, d in self.dirs.items()}
 
     def of(self, instance: str) -> list[Path]:
         """An instance's group in each controller."""
@@ -72,11 +76,7 @@ class InstanceGroups:
     def remove(self, timeout: float = 5.0) -> None:
         """Kill whatever is left in the groups and remove them. Idempotent."""
         end = time.monotonic() + timeout
-        for controller in CONTROLLERS:
-            try:
-                base = self.dir(controller)
-            except OSError:
-                continue
+        for base in self.dirs.values():
             if not base.is_dir():
                 continue
             for path in [*(p for p in base.iterdir() if p.is_dir()), base]:
@@ -87,7 +87,11 @@ def make(instances: list[str]) -> InstanceGroups | None:
     """An environment's groups with one empty group per instance, or ``None`` where none can be."""
     if cgroups_problem() is not None:
         return None
-    groups = InstanceGroups(f"itbench-shop-{secrets.token_hex(6)}")
+    name = f"itbench-shop-{secrets.token_hex(6)}"
+    try:
+        groups = InstanceGroups({c: parent_dir(c) / name for c in CONTROLLERS})
+    except OSError:
+        return None
     try:
         for controller in CONTROLLERS:
             base = groups.dir(controller)
@@ -103,14 +107,36 @@ def make(instances: list[str]) -> InstanceGroups | None:
     return groups
 
 
-def recorded(name: object) -> InstanceGroups | None:
-    """The groups of a name read back from the harness's record, if deploy could give it.
+def recorded(record: object) -> InstanceGroups | None:
+    """The groups read back from the harness's record, if deploy could have made them.
 
-    Only a name of :data:`GROUP_NAME`'s shape is accepted: nothing else is ever removed.
+    Each must be a group of its controller's hierarchy named as :func:`make` names them
+    (:data:`GROUP_NAME`): nothing else is ever removed. The harness recovering them may run
+    in another group than the one that made them, so the paths are recorded whole.
     """
-    if not isinstance(name, str) or not GROUP_NAME.fullmatch(name):
+    if not isinstance(record, dict) or set(record) != set(CONTROLLERS):
         return None
-    return InstanceGroups(name)
+    dirs = {}
+    for controller, value in record.items():
+        path = Path(value) if isinstance(value, str) else None
+        if (
+            path is None
+            or not path.is_absolute()
+            or ".." in path.parts
+            or not GROUP_NAME.fullmatch(path.name)
+            or not _in_hierarchy(path, controller)
+        ):
+            return None
+        dirs[controller] = path
+    return InstanceGroups(dirs)
+
+
+def _in_hierarchy(path: Path, controller: str) -> bool:
+    """Whether ``path`` lies in the hierarchy a controller is mounted as (``cpu,cpuacct``)."""
+    if not path.is_relative_to(CGROUP_ROOT):
+        return False
+    mount = path.relative_to(CGROUP_ROOT).parts[:1]
+    return bool(mount) and controller in mount[0].split(",")
 
 
 def _fields(text: str) -> dict[str, int]:

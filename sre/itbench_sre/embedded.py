@@ -451,7 +451,7 @@ class EmbeddedShop(ShopBackend):
         )
         record = self.root / HARNESS_RECORD
         record.write_text(
-            json.dumps({"shared": str(shared), "groups": self.groups and self.groups.name})
+            json.dumps({"shared": str(shared), "groups": self.groups and self.groups.record()})
         )
         record.chmod(0o600)
         # Unix socket paths are limited to ~100 bytes: the socket lives under the short shared

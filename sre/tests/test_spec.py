@@ -414,16 +414,33 @@ def test_recovery_accepts_only_a_shared_directory_of_deploys_shape(tmp_path: Pat
     assert recorded_shared(tmp_path) is None
 
 
-def test_recovery_removes_only_control_groups_of_deploys_name(tmp_path: Path) -> None:
+def test_recovery_removes_only_control_groups_of_deploys_shape(tmp_path: Path) -> None:
     """Recover removes the instances' groups the trial's record names only when deploy could
-    have named them so (``itbench-shop-<12 hex>``, below the harness's own groups)."""
+    have made them: a group of each controller's hierarchy named ``itbench-shop-<12 hex>``."""
     record = tmp_path / HARNESS_RECORD
-    for bad in ("/sys/fs/cgroup/memory", "..", "itbench-shop-0123", "itbench-0123456789ab", 5):
-        record.write_text(json.dumps({"shared": "", "groups": bad}))
-        assert recorded_groups(tmp_path) is None, bad
-    record.write_text(json.dumps({"shared": "", "groups": "itbench-shop-0123456789ab"}))
+    name = "itbench-shop-0123456789ab"
+    good = {
+        "memory": f"/sys/fs/cgroup/memory/x/{name}",
+        "cpu": f"/sys/fs/cgroup/cpu,cpuacct/{name}",
+    }
+    bad: list[object] = [
+        "itbench-shop-0123456789ab",
+        {"memory": good["memory"]},
+        {**good, "pids": f"/sys/fs/cgroup/pids/{name}"},
+        {**good, "memory": "/sys/fs/cgroup/memory"},
+        {**good, "memory": f"/etc/{name}"},
+        {**good, "memory": f"/sys/fs/cgroup/cpu/{name}"},
+        {**good, "memory": f"/sys/fs/cgroup/memory/../../../etc/{name}"},
+        {**good, "memory": f"memory/{name}"},
+        {**good, "cpu": "/sys/fs/cgroup/cpu/itbench-0123456789ab"},
+        {**good, "cpu": 5},
+    ]
+    for value in bad:
+        record.write_text(json.dumps({"shared": "", "groups": value}))
+        assert recorded_groups(tmp_path) is None, value
+    record.write_text(json.dumps({"shared": "", "groups": good}))
     groups = recorded_groups(tmp_path)
-    assert groups is not None and groups.name == "itbench-shop-0123456789ab"
+    assert groups is not None and groups.record() == good
 
 
 def test_configurations_keep_the_shops_traffic_on_this_machine() -> None:
