@@ -2,13 +2,13 @@
 
 What this module exports (its ``__all__``) is the public API for plugin authors: domains,
 environments, specs and submissions, tools, agents, executors, reporters, run flags, process
-helpers and errors. Every other module of the package is internal and may change without notice;
+helpers, control groups and errors. Every other module of the package is internal and may change without notice;
 :mod:`itbench.hookspecs` documents the hooks and :mod:`itbench.testing` helps test plugins.
 """
 
 from __future__ import annotations
 
-from itbench import netbridge, seccomp, stopped
+from itbench import cgroups, netbridge, seccomp, stopped
 from itbench.agents import Agent, AgentContext, AgentSpec
 from itbench.aws_endpoint import AwsEndpoint
 from itbench.chat import LlmError, LlmSettings, ModelUnavailable
@@ -101,6 +101,7 @@ __all__ = [
     "Usage",
     "UsageError",
     "__version__",
+    "cgroups",
     "check_integer",
     "check_number",
     "check_text",

@@ -22,7 +22,7 @@ import signal
 import time
 from pathlib import Path
 
-from itbench.cgroups import CGROUP_ROOT, cgroups_problem, parent_dir
+from itbench import cgroups as host
 
 #: The controllers an instance is limited by.
 CONTROLLERS = ("memory", "cpu")
@@ -85,11 +85,11 @@ class InstanceGroups:
 
 def make(instances: list[str]) -> InstanceGroups | None:
     """An environment's groups with one empty group per instance, or ``None`` where none can be."""
-    if cgroups_problem() is not None:
+    if host.cgroups_problem() is not None:
         return None
     name = f"itbench-shop-{secrets.token_hex(6)}"
     try:
-        groups = InstanceGroups({c: parent_dir(c) / name for c in CONTROLLERS})
+        groups = InstanceGroups({c: host.parent_dir(c) / name for c in CONTROLLERS})
     except OSError:
         return None
     try:
@@ -133,9 +133,9 @@ def recorded(record: object) -> InstanceGroups | None:
 
 def _in_hierarchy(path: Path, controller: str) -> bool:
     """Whether ``path`` lies in the hierarchy a controller is mounted as (``cpu,cpuacct``)."""
-    if not path.is_relative_to(CGROUP_ROOT):
+    if not path.is_relative_to(host.CGROUP_ROOT):
         return False
-    mount = path.relative_to(CGROUP_ROOT).parts[:1]
+    mount = path.relative_to(host.CGROUP_ROOT).parts[:1]
     return bool(mount) and controller in mount[0].split(",")
 
 

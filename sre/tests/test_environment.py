@@ -17,8 +17,8 @@ from itbench_sre.embedded import REDIS_DATA
 from itbench_sre.environment import SreEnvironment
 from itbench_sre.spec import DecoySpec, SreSpec
 
+from itbench import cgroups
 from itbench.catalog import Catalog
-from itbench.cgroups import cgroups_problem
 from itbench.errors import ToolError
 from itbench.process import port_open
 from itbench.testing import processes_under
@@ -226,8 +226,8 @@ def test_a_dump_on_the_shared_volume_and_a_poisoned_second_queue_show_whose_they
     assert not kept.exists()  # no record of the trial, so not kept with it
 
 
-@pytest.mark.skipif(cgroups_problem() is not None, reason=str(cgroups_problem()))
-def test_memory_and_cpu_limits_are_the_kernels_and_a_low_memory_limit_kills(
+@pytest.mark.skipif(cgroups.cgroups_problem() is not None, reason=str(cgroups.cgroups_problem()))
+def test_memory_and_cpu_limits_below_what_a_service_needs_are_enforced_by_the_kernel(
     domain: SreDomain, catalog: Catalog, tmp_path: Path
 ) -> None:
     spec = catalog.scenarios["sre/control-quiet"]
@@ -248,7 +248,7 @@ def test_memory_and_cpu_limits_are_the_kernels_and_a_low_memory_limit_kills(
         assert groups is not None and all(d.is_dir() for d in groups.of("currency-0"))
         limit = 'container_spec_memory_limit_bytes{job="currency"} == 160 * 2^20'
         assert _wait(lambda: box.call("query", promql=limit) != [], 15)
-        quota = 'container_spec_cpu_quota{job="currency"} == 100000'
+        quota = 'container_spec_cpu_quota{job="currency"} == 1e6'
         assert box.call("query", promql=quota) != []
 
         # A memory limit below the working set: the kernel kills each start, and no log line
@@ -267,11 +267,16 @@ def test_memory_and_cpu_limits_are_the_kernels_and_a_low_memory_limit_kills(
         time.sleep(3)
         assert limits("currency-0")["oom_kills"] == kills
 
-        # Its CPU quota is the configuration's too, and the kernel counts its periods.
-        box.call("edit_config", entity="currency", set={"cpu_limit": 0.5})
-        box.call("restart", target="currency")
-        row = limits("currency-0")
-        assert row["cpu_limit"] == 0.5, row
-        periods = 'container_cpu_cfs_periods_total{job="currency"} > 0'
-        assert _wait(lambda: box.call("query", promql=periods) != [], 30)
+        # A CPU quota a thousandth of a core: the instance runs, throttled in every period,
+        # and is still starting long after; nothing it logs says why.
+        mech = faults.get("cpu_limit_too_low")
+        env.shop.apply(mech.inject(env.shop, "currency", {"cpu_limit": 0.001}))
+        assert _wait(lambda: env.holds(mech.signature("currency", {})[0]), 30)
+        assert _wait(lambda: limits("currency-0").get("cpu_throttled_periods", 0) >= 3, 30)
+        row = {p["name"]: p for p in box.call("processes")}["currency-0"]
+        assert row["state"] == "RUNNING" and row["limits"]["cpu_limit"] == 0.001, row
+        assert not port_open(env.shop.instance_port("currency-0"))
+        box.call("rollback", service="currency")
+        assert limits("currency-0")["cpu_limit"] == 1.0
+        assert _wait(lambda: port_open(env.shop.instance_port("currency-0")), 20)
     assert not any(groups.dir(c).exists() for c in ("memory", "cpu"))

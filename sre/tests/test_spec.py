@@ -259,7 +259,8 @@ def test_errors_list_the_valid_values() -> None:
     with pytest.raises(ValidationError, match=r"unknown mechanism 'nope' \(known: bad_release, "):
         _spec(faults=[{"mechanism": "nope", "target": "redis"}])
     with pytest.raises(
-        ValidationError, match="mechanisms for 'cart': bad_release, crash_loop_config, "
+        ValidationError,
+        match="mechanisms for 'cart': bad_release, cpu_limit_too_low, crash_loop_config, ",
     ):
         _spec(faults=[{"mechanism": "redis_down", "target": "cart"}])
     edge = {"mechanism": "edge_latency", "target": "frontend->cart"}

@@ -25,8 +25,9 @@ DEFAULT_CORES = 2.0
 #: The most a configuration may ask for (more is taken as this much).
 MAX_MB = 64 * 1024
 MAX_CORES = 64.0
-#: Length of one CFS period, in microseconds.
-PERIOD_US = 100_000
+#: Length of one CFS period, in microseconds: a second, the longest the kernel allows, so that
+#: the smallest quota it takes (a millisecond) is a thousandth of a core.
+PERIOD_US = 1_000_000
 
 
 def _number(config: dict[str, Any], key: str, default: float) -> float:

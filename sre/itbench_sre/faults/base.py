@@ -49,6 +49,7 @@ FAULT_TYPES = (
     "disk_full",
     "cascading_timeout",
     "memory_limit",
+    "cpu_throttling",
 )
 
 

@@ -243,3 +243,37 @@ _register(
         keys=("memory_limit_mb",),
     )
 )
+
+
+def _cpu_limit(cfg: dict[str, Any], shop: EmbeddedShop, target: str, p: dict[str, Any]) -> None:
+    cfg["cpu_limit"] = float(p["cpu_limit"])
+
+
+_register(
+    Mechanism(
+        "cpu_limit_too_low",
+        "cpu_throttling",
+        ("catalog", "cart", "currency", "shipping", "payment", "recommendation"),
+        _config_change(_cpu_limit),
+        _restore,
+        _same,
+        lambda t, p: [unscraped(f'job="{t}"')],
+        _rollback,
+        summary="Deploys a configuration whose CPU limit is a small fraction of what the "
+        "service needs to start: the kernel throttles each instance in every period, and it "
+        "is still starting minutes later.",
+        observable="the service's targets cannot be scraped; its instances keep running without "
+        "answering or logging, the kernel throttling them in nearly every period they run in",
+        params=(
+            Param(
+                "cpu_limit",
+                float,
+                0.001,
+                "The CPU limit deployed, in cores (a start takes minutes under it).",
+                minimum=0.001,
+                choices=lambda t: (0.001, 0.0015, 0.002),
+            ),
+        ),
+        keys=("cpu_limit",),
+    )
+)
