@@ -1,12 +1,13 @@
-"""Control groups of a shop's service instances: memory and CPU limits the kernel enforces.
+"""Control groups of a shop's service instances: memory, CPU and task limits the kernel enforces.
 
-Each environment gets a group below the harness's own group in the ``memory`` and ``cpu``
-controllers, and each service instance a group inside each. An instance starts through
+Each environment gets a group below the harness's own group in the ``memory``, ``cpu`` and
+``pids`` controllers, and each service instance a group inside each. An instance starts through
 :mod:`itbench_sre.app.limited`, which sets its groups' limits from its configuration
-(``memory_limit_mb``, ``cpu_limit`` in cores) and joins them. Over its memory limit the
-kernel's OOM killer kills the instance, as a container platform's does, and the group's
-``memory.oom_control`` counts the kills; past its CPU quota the kernel throttles it, and
-``cpu.stat`` counts the throttled periods. The tools show each instance's limits and counts.
+(``memory_limit_mb``, ``cpu_limit`` in cores, ``max_threads``) and joins them. Over its memory
+limit the kernel's OOM killer kills the instance, as a container platform's does, and the
+group's ``memory.oom_control`` counts the kills; past its CPU quota the kernel throttles it, and
+``cpu.stat`` counts the throttled periods; at its task limit the kernel refuses new threads, and
+``pids.events`` counts the refusals. The tools show each instance's limits and counts.
 
 Where the harness may not make groups (:func:`itbench.cgroups.cgroups_problem`), instances run
 without them and each service watches its own resident memory instead.
@@ -25,7 +26,7 @@ from pathlib import Path
 from itbench import cgroups as host
 
 #: The controllers an instance is limited by.
-CONTROLLERS = ("memory", "cpu")
+CONTROLLERS = ("memory", "cpu", "pids")
 #: The name of an environment's groups (checked before a recorded name is used).
 GROUP_NAME = re.compile(r"itbench-shop-[0-9a-f]{12}")
 
@@ -53,8 +54,8 @@ class InstanceGroups:
         return [self.dir(c) / instance for c in CONTROLLERS]
 
     def stats(self, instance: str) -> dict[str, float | int | None] | None:
-        """An instance's limits and counts: memory (MiB), OOM kills, CPU quota, throttling."""
-        mem, cpu = self.of(instance)
+        """An instance's limits and counts (memory, CPU, threads) as its groups keep them."""
+        mem, cpu, pids = self.of(instance)
         try:
             limit = int((mem / "memory.limit_in_bytes").read_text())
             usage = int((mem / "memory.usage_in_bytes").read_text())
@@ -62,6 +63,9 @@ class InstanceGroups:
             quota = int((cpu / "cpu.cfs_quota_us").read_text())
             period = int((cpu / "cpu.cfs_period_us").read_text())
             stat = _fields((cpu / "cpu.stat").read_text())
+            tasks = int((pids / "pids.current").read_text())
+            most = (pids / "pids.max").read_text().strip()
+            refused = _fields((pids / "pids.events").read_text()).get("max", 0)
         except (OSError, ValueError):
             return None
         return {
@@ -71,6 +75,9 @@ class InstanceGroups:
             "cpu_limit": round(quota / period, 3) if quota > 0 else None,
             "cpu_periods": stat.get("nr_periods", 0),
             "cpu_throttled_periods": stat.get("nr_throttled", 0),
+            "threads": tasks,
+            "max_threads": int(most) if most.isdigit() else None,
+            "threads_refused": refused,
         }
 
     def remove(self, timeout: float = 5.0) -> None:

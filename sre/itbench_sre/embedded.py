@@ -161,6 +161,7 @@ class EmbeddedShop(ShopBackend):
             "max_rps": 7 if service == "frontend" else None,
             "memory_limit_mb": 160,
             "cpu_limit": 1.0,
+            "max_threads": 512,
             "max_open_files": 256,
             "flags": {},  # below, with the routine flags first
             "tracing": {"enabled": self.traces},

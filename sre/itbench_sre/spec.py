@@ -66,6 +66,7 @@ NOISE_KINDS: dict[NoiseKind, NoiseKindDef] = {
 TUNING: dict[str, tuple[Any, ...]] = {
     "memory_limit_mb": (176, 192),
     "cpu_limit": (1.5, 2.0),
+    "max_threads": (768, 1024),
     "max_open_files": (320, 384),
     "pool_timeout": (1.5, 2.0),
     "pool_size": (6, 8),

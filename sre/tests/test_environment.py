@@ -279,4 +279,14 @@ def test_memory_and_cpu_limits_below_what_a_service_needs_are_enforced_by_the_ke
         box.call("rollback", service="currency")
         assert limits("currency-0")["cpu_limit"] == 1.0
         assert _wait(lambda: port_open(env.shop.instance_port("currency-0")), 20)
-    assert not any(groups.dir(c).exists() for c in ("memory", "cpu"))
+        # A task limit at what the instance runs now: the threads its requests need are
+        # refused, and its callers see its calls fail.
+        running = int(limits("currency-0")["threads"])
+        assert 0 < running < limits("currency-0")["max_threads"] == 512
+        box.call("edit_config", entity="currency", set={"max_threads": running + 1})
+        box.call("restart", target="currency")
+        assert _wait(lambda: limits("currency-0").get("threads_refused", 0) > 0, 30), limits(
+            "currency-0"
+        )
+        assert limits("currency-0")["max_threads"] == running + 1
+    assert not any(groups.dir(c).exists() for c in ("memory", "cpu", "pids"))

@@ -423,11 +423,12 @@ def test_recovery_removes_only_control_groups_of_deploys_shape(tmp_path: Path) -
     good = {
         "memory": f"/sys/fs/cgroup/memory/x/{name}",
         "cpu": f"/sys/fs/cgroup/cpu,cpuacct/{name}",
+        "pids": f"/sys/fs/cgroup/pids/{name}",
     }
     bad: list[object] = [
         "itbench-shop-0123456789ab",
         {"memory": good["memory"]},
-        {**good, "pids": f"/sys/fs/cgroup/pids/{name}"},
+        {**good, "blkio": f"/sys/fs/cgroup/blkio/{name}"},
         {**good, "memory": "/sys/fs/cgroup/memory"},
         {**good, "memory": f"/etc/{name}"},
         {**good, "memory": f"/sys/fs/cgroup/cpu/{name}"},

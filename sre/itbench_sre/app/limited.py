@@ -2,11 +2,13 @@
 
 ``python -S limited.py CONFIG GROUP... -- COMMAND...`` sets each group's limit from the
 configuration while the group holds no process (a ``memory`` group: ``memory_limit_mb``; a
-``cpu`` group: a CFS quota of ``cpu_limit`` cores), moves itself into the groups and then
+``cpu`` group: a CFS quota of ``cpu_limit`` cores; a ``pids`` group: ``max_threads`` processes and
+threads), moves itself into the groups and then
 becomes ``COMMAND``: whatever the instance does from its first instruction on counts. Over its
-memory limit the kernel's OOM killer kills it and past its quota the kernel throttles it, as a
-container platform's would. The groups outlive the instance, so their counters (OOM kills,
-throttled periods) add up over every start.
+memory limit the kernel's OOM killer kills it, past its quota the kernel throttles it and at its
+task limit a new thread is refused, as a container platform's would. The groups outlive the
+instance, so their counters (OOM kills, throttled periods, refused tasks) add up over every
+start.
 
 Standard library only, and run without ``site``: it must start in a few milliseconds.
 """
@@ -23,8 +25,10 @@ from typing import Any
 DEFAULT_MB = 1024
 DEFAULT_CORES = 2.0
 #: The most a configuration may ask for (more is taken as this much).
+DEFAULT_THREADS = 4096
 MAX_MB = 64 * 1024
 MAX_CORES = 64.0
+MAX_THREADS = 65536
 #: Length of one CFS period, in microseconds: a second, the longest the kernel allows, so that
 #: the smallest quota it takes (a millisecond) is a thousandth of a core.
 PERIOD_US = 1_000_000
@@ -37,8 +41,8 @@ def _number(config: dict[str, Any], key: str, default: float) -> float:
     return float(value)
 
 
-def limits(path: Path) -> tuple[int, int]:
-    """A configuration's memory limit (bytes) and CPU quota (microseconds per period)."""
+def limits(path: Path) -> tuple[int, int, int]:
+    """A configuration's memory limit (bytes), CPU quota (µs a period) and thread limit."""
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -48,7 +52,8 @@ def limits(path: Path) -> tuple[int, int]:
     memory = int(min(MAX_MB, _number(config, "memory_limit_mb", DEFAULT_MB)) * 2**20)
     cores = min(MAX_CORES, _number(config, "cpu_limit", DEFAULT_CORES))
     quota = max(1000, int(cores * PERIOD_US))
-    return memory, quota
+    threads = max(1, int(min(MAX_THREADS, _number(config, "max_threads", DEFAULT_THREADS))))
+    return memory, quota, threads
 
 
 def _write(path: Path, value: int) -> None:
@@ -81,7 +86,7 @@ def main(argv: list[str]) -> None:
     (config, *groups), command = argv[:cut], argv[cut + 1 :]
     if not command:
         raise SystemExit("usage: limited.py CONFIG GROUP... -- COMMAND...")
-    memory, quota = limits(Path(config))
+    memory, quota, threads = limits(Path(config))
     for group in map(Path, groups):
         if (group / "memory.limit_in_bytes").exists():
             _limit_memory(group, memory)
@@ -91,6 +96,8 @@ def main(argv: list[str]) -> None:
             _write(group / "cpu.cfs_period_us", PERIOD_US)
             _write(group / "cpu.cfs_quota_us", quota)
             os.environ["SHOP_CPU_GROUP"] = str(group)
+        elif (group / "pids.max").exists():
+            _write(group / "pids.max", threads)
         _write(group / "cgroup.procs", os.getpid())
     os.execv(command[0], command)
 

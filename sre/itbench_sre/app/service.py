@@ -668,7 +668,7 @@ def _validate(cfg: dict[str, Any], path: Path) -> None:
     for key, kind in (("service", str), ("release", str), ("upstreams", dict)):
         if not isinstance(cfg.get(key), kind):
             raise SystemExit(f"{path}: field {key!r} must be a {kind.__name__}")
-    for key in ("pool_size", "max_rps", "memory_limit_mb", "cpu_limit"):
+    for key in ("pool_size", "max_rps", "memory_limit_mb", "cpu_limit", "max_threads"):
         if key in cfg and cfg[key] is not None and not isinstance(cfg[key], int | float):
             raise SystemExit(f"{path}: field {key!r} must be a number, got {cfg[key]!r}")
     for name, value in cfg.get("timeouts", {}).items():

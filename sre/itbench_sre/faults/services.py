@@ -328,7 +328,8 @@ _register(
         lambda t: [Check(f'max(process_threads{{job="{t}"}}) > 120')],
         "Turns on a background refresh that starts a thread per request and never ends it: "
         "threads pile up and compete for the interpreter.",
-        "the service's thread count climbs without bound; its CPU and latency rise",
+        "the service's thread count climbs to its limit, its CPU and latency rising; then "
+        "the new threads its requests need are refused",
     )
 )
 
