@@ -27,6 +27,12 @@ from itbench import cgroups as host
 
 #: The controllers an instance is limited by.
 CONTROLLERS = ("memory", "cpu", "pids")
+#: What one environment's instances may use together, whatever their configurations say:
+#: an agent that raises every limit still cannot take the machine from other trials.
+ENV_MEMORY = 4 * 2**30
+ENV_THREADS = 4096
+#: A memory limit at least this large is the kernel's "none".
+NO_LIMIT = 2**60
 #: The name of an environment's groups (checked before a recorded name is used).
 GROUP_NAME = re.compile(r"itbench-shop-[0-9a-f]{12}")
 
@@ -68,6 +74,8 @@ class InstanceGroups:
             refused = _fields((pids / "pids.events").read_text()).get("max", 0)
         except (OSError, ValueError):
             return None
+        if limit >= NO_LIMIT:  # an instance that never started: its group is not set up yet
+            return None
         return {
             "memory_limit_mb": round(limit / 2**20, 1),
             "memory_usage_mb": round(usage / 2**20, 1),
@@ -104,8 +112,14 @@ def make(instances: list[str]) -> InstanceGroups | None:
             base = groups.dir(controller)
             base.mkdir(mode=0o755)
             if controller == "memory":
-                with contextlib.suppress(OSError):  # children count in their parent's usage
-                    (base / "memory.use_hierarchy").write_text("1")
+                # Children count in their parent's usage, which is bounded.
+                (base / "memory.use_hierarchy").write_text("1")
+                (base / "memory.limit_in_bytes").write_text(str(ENV_MEMORY))
+                swap = base / "memory.memsw.limit_in_bytes"
+                if swap.exists():
+                    swap.write_text(str(ENV_MEMORY))
+            elif controller == "pids":
+                (base / "pids.max").write_text(str(ENV_THREADS))
             for name in instances:
                 (base / name).mkdir(mode=0o755)
     except OSError:

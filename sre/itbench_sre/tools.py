@@ -31,9 +31,15 @@ EDITABLE = tuple(e for e in CONFIG_ENTITIES if e not in topology.MONITORING)
 #: Entities whose configuration the agent may read: the monitoring platform's is read-only.
 READABLE = (*EDITABLE, "prometheus", "prometheus-rules")
 _MAX_LIMIT = 500
-#: Redis directives an edited configuration keeps as they are: where Redis listens, and that
-#: it keeps its data (the work queues) across a restart.
-REDIS_FIXED = ("bind", "port", "protected-mode", "appendonly")
+#: Redis directives an edited configuration keeps as they are: where Redis listens, that it
+#: keeps its data (the work queues) across a restart and never evicts any of it, and that it
+#: writes no other file.
+REDIS_FIXED = ("bind", "port", "protected-mode", "appendonly", "maxmemory-policy", "save")
+#: What a Redis configuration may hold besides printable ASCII: Redis splits lines at ``\n``
+#: alone, so any other line break would make the check read lines Redis does not.
+_REDIS_TEXT = re.compile(r"[\x20-\x7e\t\n]*")
+#: Multipliers of Redis's memory units (``1k`` is 1000 bytes, ``1kb`` 1024).
+_UNITS = {"": 1, "k": 1000, "kb": 1024, "m": 10**6, "mb": 2**20, "g": 10**9, "gb": 2**30}
 #: Redis directives an edited configuration may set: tuning only. Paths (``dir``,
 #: ``dbfilename``, ``logfile``, ``include``, modules...) would let the datastore write or read
 #: files as the harness's user, and the address must stay the shop's.
@@ -395,11 +401,20 @@ class ShopTools:
         A directive left out takes Redis's default: leaving out ``appendonly`` would make Redis
         forget its data at a restart.
         """
+        if not _REDIS_TEXT.fullmatch(content):
+            raise ToolError("a redis configuration holds printable ASCII, tabs and newlines only")
         baseline = _directives(self.shop.read_config("redis"))
         directives = _directives(content)
         for key in directives:
             if key not in REDIS_DIRECTIVES:
                 raise ToolError(f"redis directive {key!r} may not be set from here")
+        # Less room than the baseline's would only make Redis refuse writes sooner; none (0)
+        # is more room.
+        room, least = _bytes(directives.get("maxmemory", "0")), _bytes(baseline["maxmemory"])
+        if room is None:
+            raise ToolError(f"redis maxmemory {directives['maxmemory']!r} is not a size")
+        if room and least is not None and room < least:
+            raise ToolError(f"redis maxmemory may not go below {baseline['maxmemory']}")
         for key in REDIS_FIXED:
             if directives.get(key) != baseline.get(key):
                 raise ToolError(f"redis {key} must stay {baseline.get(key)!r}")
@@ -597,7 +612,7 @@ def _set_directives(text: str, changes: dict[str, Any]) -> str:
     """A Redis configuration with each directive of ``changes`` set (replaced or added)."""
     want = {str(k).lower(): str(v) for k, v in changes.items()}
     lines, done = [], set()
-    for line in text.splitlines():
+    for line in text.rstrip("\n").split("\n"):
         words = line.strip().split(None, 1)
         key = words[0].lower() if words else ""
         if key not in want:
@@ -609,10 +624,22 @@ def _set_directives(text: str, changes: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _bytes(size: str) -> int | None:
+    """A Redis memory size (``64mb``, ``1gb``, ``65536``) in bytes, or ``None``."""
+    match = re.fullmatch(r"(\d+)([kmg]b?)?", size.strip().lower())
+    if match is None:
+        return None
+    return int(match.group(1)) * _UNITS[match.group(2) or ""]
+
+
 def _directives(text: str) -> dict[str, str]:
-    """Directive name -> rest of the line of a Redis configuration (the last one wins)."""
+    r"""Directive name -> rest of the line of a Redis configuration (the last one wins).
+
+    Lines are split as Redis splits them, at ``\n`` alone (:data:`_REDIS_TEXT` keeps out the
+    characters Python would also break a line at).
+    """
     out: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         words = line.strip().split(None, 1)
         if words and not words[0].startswith("#"):
             out[words[0].lower()] = words[1].strip() if len(words) > 1 else ""

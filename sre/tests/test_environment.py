@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from itbench_sre import faults, topology
+from itbench_sre.cgroups import ENV_MEMORY, ENV_THREADS
 from itbench_sre.domain import SreDomain
 from itbench_sre.embedded import REDIS_DATA
 from itbench_sre.environment import SreEnvironment
@@ -246,6 +247,11 @@ def test_memory_and_cpu_limits_below_what_a_service_needs_are_enforced_by_the_ke
         assert 5 < limits("currency-0")["memory_usage_mb"] < 160
         groups = env.shop.groups
         assert groups is not None and all(d.is_dir() for d in groups.of("currency-0"))
+        # Together the environment's instances are bounded whatever their configurations say.
+        memory = groups.dir("memory") / "memory.limit_in_bytes"
+        assert int(memory.read_text()) == ENV_MEMORY
+        assert int((groups.dir("pids") / "pids.max").read_text()) == ENV_THREADS
+        assert limits("cart-2") == {}  # a replica that never started shows no limits
         limit = 'container_spec_memory_limit_bytes{job="currency"} == 160 * 2^20'
         assert _wait(lambda: box.call("query", promql=limit) != [], 15)
         quota = 'container_spec_cpu_quota{job="currency"} == 1e6'
@@ -279,14 +285,13 @@ def test_memory_and_cpu_limits_below_what_a_service_needs_are_enforced_by_the_ke
         box.call("rollback", service="currency")
         assert limits("currency-0")["cpu_limit"] == 1.0
         assert _wait(lambda: port_open(env.shop.instance_port("currency-0")), 20)
-        # A task limit at what the instance runs now: the threads its requests need are
-        # refused, and its callers see its calls fail.
+        # A task limit below what the instance runs: the threads it needs are refused.
         running = int(limits("currency-0")["threads"])
-        assert 0 < running < limits("currency-0")["max_threads"] == 512
-        box.call("edit_config", entity="currency", set={"max_threads": running + 1})
+        assert 2 < running < limits("currency-0")["max_threads"] == 512
+        box.call("edit_config", entity="currency", set={"max_threads": running // 2})
         box.call("restart", target="currency")
         assert _wait(lambda: limits("currency-0").get("threads_refused", 0) > 0, 30), limits(
             "currency-0"
         )
-        assert limits("currency-0")["max_threads"] == running + 1
+        assert limits("currency-0")["max_threads"] == running // 2
     assert not any(groups.dir(c).exists() for c in ("memory", "cpu", "pids"))

@@ -337,6 +337,23 @@ def test_harness_servers_are_out_of_the_tools_and_their_death_shows(
             box.call("edit_config", entity="redis", set={"appendonly": "no"})
         with pytest.raises(ToolError, match="appendonly must stay"):
             box.call("edit_config", entity="redis", content=kept.replace("appendonly yes", ""))
+        # Lines are read as Redis reads them: a hidden line break cannot hide a directive.
+        for hidden in ("\v", "\f", "\r", "\x1c", "\x85", "\u2028"):
+            with pytest.raises(ToolError, match="printable ASCII"):
+                box.call(
+                    "edit_config",
+                    entity="redis",
+                    set={"appendonly": f"no\n#{hidden}appendonly yes"},
+                )
+        # Nor may Redis evict the queues' data, or get less room than it has.
+        for changes in (
+            {"maxmemory-policy": "allkeys-random"},
+            {"maxmemory": "1"},
+            {"maxmemory": "lots"},
+            {"save": "1 1"},
+        ):
+            with pytest.raises(ToolError, match="must stay|may not go below|is not a size"):
+                box.call("edit_config", entity="redis", set=changes)
         assert box.call("read_config", entity="redis")["content"] == kept
         assert env.harness_problems() == [] and env.fingerprint() == first
 

@@ -17,6 +17,7 @@ from itbench_sre.app.limited import (
     PERIOD_US,
     limits,
 )
+from itbench_sre.tools import _bytes
 
 
 @pytest.mark.parametrize(
@@ -58,3 +59,16 @@ def test_an_unreadable_configuration_gives_the_defaults(tmp_path: Path) -> None:
     default = (DEFAULT_MB * 2**20, int(DEFAULT_CORES * PERIOD_US), DEFAULT_THREADS)
     assert limits(tmp_path / "bad.json") == default
     assert limits(tmp_path / "missing.json") == default
+
+
+@pytest.mark.parametrize(
+    ("size", "expected"),
+    [("64mb", 64 * 2**20), ("1GB", 2**30), ("65536", 65536), ("2k", 2000), ("0", 0)],
+)
+def test_a_redis_size_is_read_with_redis_units(size: str, expected: int) -> None:
+    assert _bytes(size) == expected
+
+
+@pytest.mark.parametrize("size", ["", "lots", "-1", "1tb", "1.5gb"])
+def test_a_redis_size_redis_would_not_read_is_none(size: str) -> None:
+    assert _bytes(size) is None

@@ -26,9 +26,9 @@ DEFAULT_MB = 1024
 DEFAULT_CORES = 2.0
 #: The most a configuration may ask for (more is taken as this much).
 DEFAULT_THREADS = 4096
-MAX_MB = 64 * 1024
+MAX_MB = 2048
 MAX_CORES = 64.0
-MAX_THREADS = 65536
+MAX_THREADS = 4096
 #: Length of one CFS period, in microseconds: a second, the longest the kernel allows, so that
 #: the smallest quota it takes (a millisecond) is a thousandth of a core.
 PERIOD_US = 1_000_000
