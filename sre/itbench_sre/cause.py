@@ -77,6 +77,20 @@ def left(read: Callable[[str], Any], causes: list[Cause]) -> list[str]:
             docs[c.entity] = read(c.entity)
         if docs[c.entity] is None:
             out.append(f"{c.entity}: its configuration cannot be read")
-        elif value_at(docs[c.entity], c.path) == c.value:
+        elif holds(value_at(docs[c.entity], c.path), c.value):
             out.append(c.describe())
     return out
+
+
+def holds(live: Any, fault: Any) -> bool:
+    """Whether a live value still does what the fault's value did.
+
+    A switch the fault turned on or off stays so for any value of the same truth (the
+    services read a flag by its truth: ``1`` or ``"on"`` keeps it on); other values compare
+    equal. A key taken out no longer holds (the clean window judges its default).
+    """
+    if live is ABSENT or fault is ABSENT:
+        return live is fault
+    if isinstance(fault, bool):
+        return bool(live) == fault
+    return bool(live == fault)

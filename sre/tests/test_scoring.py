@@ -265,6 +265,13 @@ def test_a_configuration_cause_is_gone_only_when_its_keys_no_longer_hold() -> No
     assert [(c.path, c.value) for c in causes] == [(("flags", "audit_trail"), True)]
     assert cause.left(lambda e: after, causes) == ["cart: flags.audit_trail is still True"]
     assert cause.left(lambda e: before, causes) == []
+    # A flag is read by its truth: another value that keeps it on leaves the cause in place.
+    for on in (1, "on", "yes", [1]):
+        still = {**after, "flags": {"audit_trail": on, "promo": True}}
+        assert cause.left(lambda e, d=still: d, causes), on
+    for off in (0, "", None):
+        dropped = {**after, "flags": {"audit_trail": off, "promo": True}}
+        assert not cause.left(lambda e, d=dropped: d, causes), off
     # A removed key is a cause too: back when the key is there again.
     records = {"records": {"catalog.svc": "127.0.0.1", "cart.svc": "127.0.0.1"}}
     missing = {"records": {"cart.svc": "127.0.0.1"}}
