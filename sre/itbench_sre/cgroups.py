@@ -23,6 +23,8 @@ import signal
 import time
 from pathlib import Path
 
+from itbench_sre.app.limited import fields
+
 from itbench import cgroups as host
 
 #: The controllers an instance is limited by.
@@ -65,13 +67,13 @@ class InstanceGroups:
         try:
             limit = int((mem / "memory.limit_in_bytes").read_text())
             usage = int((mem / "memory.usage_in_bytes").read_text())
-            oom = _fields((mem / "memory.oom_control").read_text())
+            oom = fields((mem / "memory.oom_control").read_text())
             quota = int((cpu / "cpu.cfs_quota_us").read_text())
             period = int((cpu / "cpu.cfs_period_us").read_text())
-            stat = _fields((cpu / "cpu.stat").read_text())
+            stat = fields((cpu / "cpu.stat").read_text())
             tasks = int((pids / "pids.current").read_text())
             most = (pids / "pids.max").read_text().strip()
-            refused = _fields((pids / "pids.events").read_text()).get("max", 0)
+            refused = fields((pids / "pids.events").read_text()).get("max", 0)
         except (OSError, ValueError):
             return None
         if limit >= NO_LIMIT:  # an instance that never started: its group is not set up yet
@@ -158,11 +160,6 @@ def _in_hierarchy(path: Path, controller: str) -> bool:
         return False
     mount = path.relative_to(host.CGROUP_ROOT).parts[:1]
     return bool(mount) and controller in mount[0].split(",")
-
-
-def _fields(text: str) -> dict[str, int]:
-    words = text.split()
-    return {k: int(v) for k, v in zip(words[::2], words[1::2], strict=False) if v.isdigit()}
 
 
 def _remove(path: Path, end: float) -> None:

@@ -56,6 +56,12 @@ def limits(path: Path) -> tuple[int, int, int]:
     return memory, quota, threads
 
 
+def fields(text: str) -> dict[str, int]:
+    """The counters of a control group's ``name value`` file (``cpu.stat``, ``pids.events``)."""
+    words = text.split()
+    return {k: int(v) for k, v in zip(words[::2], words[1::2], strict=False) if v.isdigit()}
+
+
 def _write(path: Path, value: int) -> None:
     path.write_text(str(value))
 

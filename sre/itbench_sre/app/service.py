@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import psutil
+from itbench_sre.app.limited import fields
 from itbench_sre.app.phrases import CHATTER_MEAN_S, FEATURES_FILE, RELEASES_FILE, Phrasebook
 from itbench_sre.app.queues import QUEUES
 from itbench_sre.app.runtime import (
@@ -715,8 +716,7 @@ def _reader(group: Path) -> Callable[..., Callable[[], float]]:
                 return 0.0
             if not key:
                 return float(text.strip() or 0) * scale
-            fields = text.split()
-            return float(dict(zip(fields[::2], fields[1::2], strict=False)).get(key, 0)) * scale
+            return float(fields(text).get(key, 0)) * scale
 
         return value
 
@@ -745,8 +745,6 @@ def _container_metrics() -> bool:
 
 
 def _memory_watch(rt: Runtime) -> None:
-    if _container_metrics():  # the kernel enforces the limit
-        return
     limit = rt.config.get("memory_limit_mb")
     if not limit:
         return
@@ -860,7 +858,8 @@ def main(argv: list[str] | None = None) -> None:
         sslctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         sslctx.load_cert_chain(tls["cert"], tls["key"])
         server.socket = sslctx.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=_memory_watch, args=(rt,), daemon=True).start()
+    if not _container_metrics():  # else the kernel enforces the memory limit
+        threading.Thread(target=_memory_watch, args=(rt,), daemon=True).start()
     threading.Thread(target=_chatter, args=(rt,), daemon=True).start()
     threading.Thread(target=shop.stats.flush, daemon=True).start()
     if rt.service in QUEUES and shop.flags.get("queue_consumer", True):

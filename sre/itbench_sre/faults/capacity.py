@@ -211,69 +211,73 @@ _register(
 )
 
 
-def _memory_limit(cfg: dict[str, Any], shop: EmbeddedShop, target: str, p: dict[str, Any]) -> None:
-    cfg["memory_limit_mb"] = int(p["limit_mb"])
+#: Services whose instances a limit too low takes out without taking the shop down.
+_LIMITED = ("catalog", "cart", "currency", "shipping", "payment", "recommendation")
 
 
-_register(
-    Mechanism(
-        "memory_limit_too_low",
-        "memory_limit",
-        ("catalog", "cart", "currency", "shipping", "payment", "recommendation"),
-        _config_change(_memory_limit),
+def _limit_too_low(
+    name: str, fault_type: str, key: str, param: Param, summary: str, observable: str
+) -> Mechanism:
+    """A mechanism that deploys a configuration whose limit ``key`` is ``param``'s value."""
+
+    def set_limit(cfg: dict[str, Any], shop: EmbeddedShop, target: str, p: dict[str, Any]) -> None:
+        cfg[key] = param.kind(p[param.name])
+
+    return Mechanism(
+        name,
+        fault_type,
+        _LIMITED,
+        _config_change(set_limit),
         _restore,
         _same,
         lambda t, p: [unscraped(f'job="{t}"')],
         _rollback,
+        summary=summary,
+        observable=observable,
+        params=(param,),
+        keys=(key,),
+    )
+
+
+_register(
+    _limit_too_low(
+        "memory_limit_too_low",
+        "memory_limit",
+        "memory_limit_mb",
+        Param(
+            "limit_mb",
+            int,
+            10,
+            "The memory limit deployed, MiB (below any instance's working set).",
+            minimum=1,
+            choices=lambda t: (8, 10, 12),
+        ),
         summary="Deploys a configuration whose memory limit is below what the service needs "
         "to start: the kernel's OOM killer kills every instance as it starts.",
         observable="the service's targets cannot be scraped; its instances keep restarting, "
         "each killed for memory (the OOM kills its memory group counts) without logging an "
         "error",
-        params=(
-            Param(
-                "limit_mb",
-                int,
-                10,
-                "The memory limit deployed, MiB (below any instance's working set).",
-                minimum=1,
-                choices=lambda t: (8, 10, 12),
-            ),
-        ),
-        keys=("memory_limit_mb",),
     )
 )
 
 
-def _cpu_limit(cfg: dict[str, Any], shop: EmbeddedShop, target: str, p: dict[str, Any]) -> None:
-    cfg["cpu_limit"] = float(p["cpu_limit"])
-
-
 _register(
-    Mechanism(
+    _limit_too_low(
         "cpu_limit_too_low",
         "cpu_throttling",
-        ("catalog", "cart", "currency", "shipping", "payment", "recommendation"),
-        _config_change(_cpu_limit),
-        _restore,
-        _same,
-        lambda t, p: [unscraped(f'job="{t}"')],
-        _rollback,
+        "cpu_limit",
+        Param(
+            "cpu_limit",
+            float,
+            0.001,
+            "The CPU limit deployed, in cores (a start takes minutes under it).",
+            minimum=0.001,
+            choices=lambda t: (0.001, 0.0015, 0.002),
+        ),
         summary="Deploys a configuration whose CPU limit is a small fraction of what the "
         "service needs to start: the kernel throttles each instance in every period, and it "
         "is still starting minutes later.",
         observable="the service's targets cannot be scraped; its instances keep running without "
         "answering or logging, the kernel throttling them in nearly every period they run in",
-        params=(
-            Param(
-                "cpu_limit",
-                float,
-                0.001,
-                "The CPU limit deployed, in cores (a start takes minutes under it).",
-                minimum=0.001,
-                choices=lambda t: (0.001, 0.0015, 0.002),
-            ),
-        ),
-        keys=("cpu_limit",),
     )
 )
