@@ -301,6 +301,16 @@ class Domain(ABC, Generic[SpecT, SubmissionT, EnvT]):
         """
         return self.oracle(drawn, task, toolbox)
 
+    def answer_facts(self, drawn: dict[str, Any]) -> Any:
+        """The part of a draw that a correct answer depends on, from the draw's record.
+
+        ``probe/answer-key`` answers the public draw whose facts differ most from the trial's
+        own (then the one that differs most in all), so that it passes only where the answer
+        does not depend on the draw. Two draws with equal facts must have the same answer.
+        The default is the whole record (:meth:`draw`'s second value).
+        """
+        return drawn
+
     def reference_sections(self) -> dict[str, str]:
         """Extra sections of this domain's field reference: heading to Markdown body.
 

@@ -74,9 +74,15 @@ class AnswerKeyProbe(Agent):
         self.options = dict(ctx.options)
 
     def public_draw(self, task: TaskView) -> ScenarioSpec:
-        """The public draw that differs most from the trial's (the first one on a tie)."""
-        best: tuple[int, ScenarioSpec] | None = None
+        """The public draw whose answer differs most from the trial's (the first one on a tie).
+
+        Distance is counted first over the draws' answer facts
+        (:meth:`itbench.domain.Domain.answer_facts`), then over everything drawn: decoys and
+        noise must not outweigh the target.
+        """
+        best: tuple[tuple[int, int], ScenarioSpec] | None = None
         mine = _leaves(self.trial_draw)
+        my_facts = _leaves(self.domain.answer_facts(self.trial_draw))
         for n in range(ANSWER_KEY_DRAWS):
             public = TrialContext(
                 trial_id="answer-key",
@@ -90,7 +96,8 @@ class AnswerKeyProbe(Agent):
             )
             spec, record = self.domain.draw(self.published, public)
             theirs = _leaves(record)
-            distance = sum(mine.get(k) != theirs.get(k) for k in mine.keys() | theirs.keys())
+            their_facts = _leaves(self.domain.answer_facts(record))
+            distance = (_distance(my_facts, their_facts), _distance(mine, theirs))
             if best is None or distance > best[0]:
                 best = (distance, spec)
         assert best is not None
@@ -99,6 +106,11 @@ class AnswerKeyProbe(Agent):
     def run(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
         """Answer a public draw of the scenario."""
         return self.domain.answer_key(self.public_draw(task), task, toolbox)
+
+
+def _distance(mine: dict[str, str], theirs: dict[str, str]) -> int:
+    """How many leaves two flattened values disagree on."""
+    return sum(mine.get(k) != theirs.get(k) for k in mine.keys() | theirs.keys())
 
 
 def _leaves(value: Any, path: str = "") -> dict[str, str]:

@@ -69,6 +69,13 @@ class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
         """The public draw's diagnosis, with its reference fixes tried on the trial's shop."""
         return agents.answer_key(drawn, toolbox)
 
+    def answer_facts(self, drawn: dict[str, Any]) -> Any:
+        """The faults drawn (mechanism, target, parameters); a control's whole draw.
+
+        A control's answer is its benign explanation, drawn among its noise and decoys.
+        """
+        return {"faults": drawn["faults"]} if drawn.get("faults") else drawn
+
     def baseline(self, task: TaskView, toolbox: Toolbox) -> SreSubmission | None:
         """The deterministic heuristic agent."""
         return agents.baseline(task, toolbox)

@@ -192,6 +192,10 @@ class ToyEnvironment(Environment):
             self.server.stop()
 
 
+#: Drawn values of each trial that no answer depends on.
+DECOYS = 8
+
+
 class ToyDomain(Domain):
     """Find the corrupted key and repair it."""
 
@@ -208,7 +212,15 @@ class ToyDomain(Domain):
             return spec, {}
         key = random.Random(ctx.secret_seed("key")).choice(sorted(spec.candidates))
         truth = ToyTruth(key=key, expected=spec.values[key])
-        return spec.model_copy(update={"ground_truth": truth, "candidates": []}), {"key": key}
+        # Drawn scenery the answer does not depend on (as decoys are in a real domain).
+        scenery = random.Random(ctx.secret_seed("scenery"))
+        decoys = [scenery.randrange(4) for _ in range(DECOYS)]
+        drawn = {"key": key, "decoys": decoys}
+        return spec.model_copy(update={"ground_truth": truth, "candidates": []}), drawn
+
+    def answer_facts(self, drawn: dict[str, Any]) -> Any:
+        """The corrupted key alone: the decoys change nothing in the answer."""
+        return {"key": drawn.get("key")}
 
     def create_environment(self, spec: ScenarioSpec, ctx: TrialContext) -> Environment:
         """Build the registry."""
