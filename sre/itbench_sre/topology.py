@@ -104,12 +104,13 @@ ROUTINE_FLAGS: dict[str, tuple[str, ...]] = {
 #: baseline deployment).
 FLAGS: dict[str, tuple[str, ...]] = {
     "catalog": ("dynamic_pricing", "regional_prices", "audit_trail", "statement_cache"),
-    "cart": ("session_cache", "audit_trail", "background_refresh"),
+    "cart": ("session_cache", "audit_trail", "background_refresh", "redis_snapshots"),
     "currency": ("precise_rounding", "background_refresh"),
     "recommendation": ("personalized", "background_refresh"),
-    "checkout": ("gift_wrap", "delivery_slots", "audit_trail"),
+    "checkout": ("gift_wrap", "delivery_slots", "audit_trail", "redis_snapshots"),
     "payment": ("audit_trail",),
     "shipping": ("background_refresh",),
+    "notification": ("redis_snapshots",),
 }
 
 #: Flags each service ships on that keep a part of it running: switched off, that part stops

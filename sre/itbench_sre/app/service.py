@@ -264,6 +264,10 @@ def _features(rt: Runtime) -> dict[str, str]:
 
 #: Seconds between two audit segments (see :meth:`Shop._audit_segments`).
 AUDIT_SEGMENT_S = 0.25
+#: Seconds between two state snapshots an instance stores in Redis (see :meth:`Shop._snapshots`).
+SNAPSHOT_S = 0.25
+#: Size of one snapshot, bytes.
+SNAPSHOT_BYTES = 64 * 1024
 
 
 class Shop:
@@ -291,6 +295,8 @@ class Shop:
         self.stats = Stats()
         if self.flags.get("audit_trail"):
             threading.Thread(target=self._audit_segments, daemon=True).start()
+        if self.flags.get("redis_snapshots") and self.redis is not None:
+            threading.Thread(target=self._snapshots, daemon=True).start()
 
     def handle(self, method: str, path: str, query: dict[str, str], body: Any) -> Any:
         """Dispatch one request; returns a JSON-able answer or raises ``HttpError``."""
@@ -335,6 +341,23 @@ class Shop:
                 trail.mkdir(parents=True, exist_ok=True)
                 self.kept.append((trail / f"audit-segment-{n % 8}.log").open("a"))
             except OSError:
+                continue
+
+    def _snapshots(self) -> None:
+        """Store a snapshot of the instance's state in Redis a few times a second, never expired.
+
+        Each is a key of its own without a time to live: under a no-eviction policy Redis
+        fills up to its memory limit and then refuses every client's writes.
+        """
+        assert self.redis is not None
+        blob = b"z" * SNAPSHOT_BYTES
+        n = 0
+        while True:
+            time.sleep(SNAPSHOT_S)
+            n += 1
+            try:
+                observe_datastore("redis", self.redis.set, f"snap:{self.rt.instance}:{n}", blob)
+            except Exception:  # Redis refuses or is away: the next snapshot tries again
                 continue
 
     def _audit(self, method: str, path: str) -> None:

@@ -11,11 +11,18 @@ from itbench_sre import topology
 from itbench_sre.backend import ChangeSet
 from itbench_sre.embedded import JOB_PROGRAM, EmbeddedShop
 from itbench_sre.faults.base import (
+    _FLAG_MEANING,
+    _FLAG_NAME,
+    Fix,
     Mechanism,
     Param,
+    _config_cause,
     _config_change,
     _errors,
     _fill_redis,
+    _flag_fix,
+    _flag_on,
+    _flags_of,
     _job,
     _register,
     _restore,
@@ -66,21 +73,56 @@ _register(
 )
 
 
+#: The Redis clients that can store snapshots there (each has the feature behind a flag).
+_SNAPSHOT_WRITERS = tuple(
+    s.name
+    for s in topology.SERVICES
+    if "redis" in s.upstreams and "redis_snapshots" in topology.FLAGS.get(s.name, ())
+)
+_SNAPSHOT_FLAGS = _flags_of({t: ("redis_snapshots",) for t in _SNAPSHOT_WRITERS})
+
+
+@_config_cause
+def _spill(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    """Turn the writer's snapshots on; what it stored before the agent came fills Redis."""
+    deploy = _config_change(_flag_on)(shop, target, params)
+    deploy.redis_commands = _fill_redis(shop, "redis", params).redis_commands
+    return deploy
+
+
+def _unspill(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> ChangeSet:
+    restore = _restore(shop, target, params)
+    restore.redis_commands = [["FLUSHALL"]]
+    return restore
+
+
+def _spill_fix(target: str, params: dict[str, Any]) -> Fix:
+    # Redis keeps its data across a restart: the writer stopped, and room, mend it.
+    return _flag_fix(target, params) + _set_and_restart({"maxmemory": "256mb"})("redis", params)
+
+
 _register(
     Mechanism(
         "redis_oom",
         "datastore_oom",
-        ("redis",),
-        _fill_redis,
-        lambda shop, t, p: ChangeSet(redis_commands=[["FLUSHALL"]]),
+        _SNAPSHOT_WRITERS,
+        _spill,
+        _unspill,
         _same,
         lambda t, p: [errors_of("cart")],
-        # Redis keeps its data across a restart: room, not a restart, mends it.
-        _set_and_restart({"maxmemory": "256mb"}),
-        observable="Redis refuses writes for want of memory, in its clients' logs",
-        summary="Fills Redis past its memory limit (no eviction): its writes fail, also after "
-        "a restart, since Redis keeps its data.",
-        params=(Param("megabytes", int, 72, "Data written, MB (in steps of 8).", minimum=8),),
+        _spill_fix,
+        observable="Redis refuses writes for want of memory, in its clients' logs; one of its "
+        "clients writes to it far more often than before, and more room alone fills up again",
+        summary="Turns on a feature of one Redis client that stores snapshots in Redis without "
+        "expiry; what it stored already fills Redis past its memory limit (no eviction), so "
+        "every client's writes fail, also after a restart, since Redis keeps its data.",
+        params=(
+            Param("megabytes", int, 72, "Data already stored, MB (in steps of 8).", minimum=8),
+            Param("flag", str, "redis_snapshots", _FLAG_MEANING, choices=_SNAPSHOT_FLAGS),
+            _FLAG_NAME,
+        ),
+        # The writer's snapshots fail where every client's writes fail: in Redis.
+        anchors=lambda t, p: ["redis"],
     )
 )
 
