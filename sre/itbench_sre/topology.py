@@ -103,14 +103,28 @@ ROUTINE_FLAGS: dict[str, tuple[str, ...]] = {
 #: Feature flags of each service's configuration with a fault behind them (all off in the
 #: baseline deployment).
 FLAGS: dict[str, tuple[str, ...]] = {
-    "catalog": ("dynamic_pricing", "regional_prices", "audit_trail", "statement_cache"),
+    "catalog": (
+        "dynamic_pricing",
+        "regional_prices",
+        "audit_trail",
+        "statement_cache",
+        "lock_products",
+        "lock_orders",
+    ),
     "cart": ("session_cache", "audit_trail", "background_refresh", "redis_snapshots"),
     "currency": ("precise_rounding", "background_refresh"),
     "recommendation": ("personalized", "background_refresh"),
-    "checkout": ("gift_wrap", "delivery_slots", "audit_trail", "redis_snapshots"),
+    "checkout": (
+        "gift_wrap",
+        "delivery_slots",
+        "audit_trail",
+        "redis_snapshots",
+        "lock_products",
+        "lock_orders",
+    ),
     "payment": ("audit_trail",),
     "shipping": ("background_refresh",),
-    "notification": ("redis_snapshots",),
+    "notification": ("redis_snapshots", "lock_products", "lock_orders"),
 }
 
 #: Flags each service ships on that keep a part of it running: switched off, that part stops

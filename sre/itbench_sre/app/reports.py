@@ -2,8 +2,7 @@
 
 Works on the shop database until stopped. It re-reads its job description (JSON) every half
 second, keeps ``connections`` sessions open and every ``every_s`` seconds writes a sales report
-from the first one. With ``lock_table`` that session holds an exclusive lock on the table while
-the report is being written.
+from the first one.
 """
 
 from __future__ import annotations
@@ -36,15 +35,14 @@ def _close(session: Any) -> None:
 
 
 class Exporter:
-    """The job's sessions and the lock it holds."""
+    """The job's sessions."""
 
     def __init__(self) -> None:
         self.sessions: list[Any] = []
-        self.locked: str | None = None
         self.last_report = 0.0
 
     def adjust(self, job: dict[str, Any]) -> None:
-        """Open or close sessions and take or release the table lock as the job says."""
+        """Open or close sessions as the job says."""
         want = max(1, int(job.get("connections", 1)))
         while len(self.sessions) > want:
             _close(self.sessions.pop())
@@ -54,15 +52,6 @@ class Exporter:
             except Exception as exc:  # the database is busy: try again later
                 print(f"cannot open session: {exc}", flush=True)
                 break
-        table = job.get("lock_table") or None
-        if self.locked != table and self.sessions:
-            first = self.sessions[0]
-            if self.locked:
-                first.rollback()
-                self.locked = None
-            if table:
-                first.cursor().execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
-                self.locked = str(table)
 
     def report(self, job: dict[str, Any]) -> None:
         """Write one report when it is due."""
@@ -72,8 +61,7 @@ class Exporter:
         cur = self.sessions[0].cursor()
         cur.execute("SELECT count(*), coalesce(sum(total_cents), 0) FROM orders")
         orders, revenue = cur.fetchone()
-        if not self.locked:
-            self.sessions[0].commit()
+        self.sessions[0].commit()
         print(f"report: {orders} orders, {revenue} cents", flush=True)
 
     def reset(self) -> None:
@@ -81,7 +69,6 @@ class Exporter:
         for session in self.sessions:
             _close(session)
         self.sessions.clear()
-        self.locked = None
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -108,6 +108,26 @@ class PgPool:
         """A connection outside the pool, for statements that keep their own session."""
         return self._connect()
 
+    def hold_lock(self, table: str) -> None:
+        """Take a pooled connection for good and hold a table lock in a transaction left open.
+
+        The session stays idle in its transaction until the process ends; every other
+        session's statements on the table wait. Runs until then, opening the session again
+        when the database drops it.
+        """
+        self.sem.acquire()
+        self.used += 1
+        POOL_IN_USE.set(self.used)
+        while True:
+            try:
+                conn = self._connect()
+                conn.cursor().execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+                while True:  # the transaction is never committed
+                    time.sleep(1.0)
+                    conn.cursor().execute("SELECT 1")
+            except Exception:  # the database is away or dropped the session: take it again
+                time.sleep(1.0)
+
     def _query(self, sql: str, args: tuple[Any, ...], fetch: bool) -> list[Any]:
         if not self.sem.acquire(timeout=self.timeout):
             raise HttpError(503, self.rt.say("pool_exhausted"))
@@ -264,6 +284,8 @@ def _features(rt: Runtime) -> dict[str, str]:
 
 #: Seconds between two audit segments (see :meth:`Shop._audit_segments`).
 AUDIT_SEGMENT_S = 0.25
+#: Tables a feature of a service may keep locked (``lock_<table>``, see ``PgPool.hold_lock``).
+LOCKED_TABLES = ("products", "orders")
 #: Seconds between two state snapshots an instance stores in Redis (see :meth:`Shop._snapshots`).
 SNAPSHOT_S = 0.25
 #: Size of one snapshot, bytes.
@@ -297,6 +319,9 @@ class Shop:
             threading.Thread(target=self._audit_segments, daemon=True).start()
         if self.flags.get("redis_snapshots") and self.redis is not None:
             threading.Thread(target=self._snapshots, daemon=True).start()
+        for table in LOCKED_TABLES:
+            if self.flags.get(f"lock_{table}") and self.pg is not None:
+                threading.Thread(target=self.pg.hold_lock, args=(table,), daemon=True).start()
 
     def handle(self, method: str, path: str, query: dict[str, str], body: Any) -> Any:
         """Dispatch one request; returns a JSON-able answer or raises ``HttpError``."""

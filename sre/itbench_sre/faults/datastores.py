@@ -147,28 +147,50 @@ _register(
 )
 
 
+#: The service whose requests wait on each table a service may keep locked.
+_TABLE_USER = {"products": "catalog", "orders": "checkout"}
+#: The services that can keep a table locked (each has the feature behind a flag per table).
+_LOCK_HOLDERS = tuple(
+    s.name
+    for s in topology.SERVICES
+    if "postgres" in s.upstreams
+    and all(f"lock_{t}" in topology.FLAGS.get(s.name, ()) for t in _TABLE_USER)
+)
+
+
+def _locked_table(params: dict[str, Any]) -> str:
+    return str(params["flag"]).removeprefix("lock_")
+
+
 _register(
     Mechanism(
         "pg_slow_query",
         "slow_query",
-        ("postgres",),
-        lambda shop, t, p: _job(shop, {"connections": 1, "lock_table": p["table"]}),
-        _restore_job,
+        _LOCK_HOLDERS,
+        _config_change(_flag_on),
+        _restore,
         _same,
-        lambda t, p: [errors_of("catalog")],
-        lambda t, p: [("stop", {"target": JOB_PROGRAM})],
-        summary=f"The batch job `{JOB_PROGRAM}` holds an exclusive lock on a table, so "
-        "queries on it wait.",
-        observable="queries on the locked table time out in the catalog's log; its pool stays busy",
+        lambda t, p: [errors_of(_TABLE_USER[_locked_table(p)])],
+        _flag_fix,
+        summary="Turns on a feature of one PostgreSQL client that takes a table lock in a "
+        "transaction it never ends: every other session's statements on the table wait.",
+        observable="statements on one table time out in the log of the service that uses it, "
+        "while the database is up and has free connection slots; the session that holds the "
+        "lock belongs to another client (or to the same one), idle in its transaction, and "
+        "a restart of that client takes the lock again",
         params=(
             Param(
-                "table",
+                "flag",
                 str,
-                "products",
-                "Table locked (the expected alert is catalog's, which reads `products`).",
+                "lock_products",
+                "Feature turned on: `lock_products` holds up catalog's reads, `lock_orders` "
+                "checkout's order inserts.",
+                choices=lambda t: tuple(f"lock_{table}" for table in _TABLE_USER),
             ),
+            _FLAG_NAME,
         ),
-        aliases=lambda t: [JOB_PROGRAM],
+        # The waits happen in the database: the spread starts at its clients' calls to it.
+        anchors=lambda t, p: ["postgres"],
     )
 )
 
