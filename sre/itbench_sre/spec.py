@@ -141,6 +141,11 @@ class FaultSpec(BaseModel):
         description="Parameter sets: each trial draws one value per parameter among those valid "
         "for its target (an empty list: every valid value).",
     )
+    look_alikes: list[FaultSpec] = Field(
+        default_factory=list,
+        description="Faults of other mechanisms that show alike: each trial draws one of this "
+        "fault and its look-alikes (each with its own targets and parameters).",
+    )
 
     @field_validator("mechanism")
     @classmethod
@@ -152,6 +157,8 @@ class FaultSpec(BaseModel):
 
     @model_validator(mode="after")
     def _valid_targets_and_params(self) -> FaultSpec:
+        if any(alike.look_alikes for alike in self.look_alikes):
+            raise ValueError("a look-alike has no look-alikes of its own")
         mech = faults.get(self.mechanism)
         for target in _one_of(self.target, self.targets, "target"):
             if target not in mech.targets:
@@ -206,13 +213,22 @@ class FaultSpec(BaseModel):
     def concrete(
         self, rng: random.Random, avoid: frozenset[str] | set[str] = frozenset()
     ) -> FaultSpec:
-        """This fault with its target and drawn parameters chosen (``avoid``: taken targets)."""
+        """This fault with its target and drawn parameters chosen (``avoid``: taken targets).
+
+        A fault with look-alikes first draws which of them it is.
+        """
+        if self.look_alikes:
+            return rng.choice(self.alternatives()).concrete(rng, avoid)
         options = [t for t in self.declared if t not in avoid] or self.declared
         target = rng.choice(options)
         params = dict(self.params)
         for name in sorted(self.draw):
             params[name] = rng.choice(self._drawable(target, name))
         return FaultSpec(mechanism=self.mechanism, target=target, params=params)
+
+    def alternatives(self) -> list[FaultSpec]:
+        """This fault (without its look-alikes) and each look-alike: what a trial draws from."""
+        return [self.model_copy(update={"look_alikes": []}), *self.look_alikes]
 
     @property
     def chosen(self) -> str:
@@ -485,7 +501,7 @@ class SreSpec(ScenarioSpec):
     @model_validator(mode="after")
     def _consistent(self) -> SreSpec:
         if "mitigation" in self.task_types:
-            for f in self.faults:
+            for f in (one for fault in self.faults for one in fault.alternatives()):
                 if not faults.get(f.mechanism).mitigable:
                     raise ValueError(
                         f"mechanism {f.mechanism} cannot be mitigated with the tools; "
@@ -614,8 +630,8 @@ class SreSpec(ScenarioSpec):
         }
 
     def mechanisms(self) -> list[str]:
-        """The fault mechanisms of this problem, in order."""
-        return [f.mechanism for f in self.faults]
+        """The fault mechanisms of this problem, in order (look-alikes after their fault)."""
+        return [one.mechanism for f in self.faults for one in f.alternatives()]
 
     def facets(self) -> dict[str, str]:
         """Report categories: the mechanism (combinations joined with ``+``) and the kind."""
@@ -627,13 +643,14 @@ class SreSpec(ScenarioSpec):
             kind = "noisy"
         else:
             kind = "single"
-        return {"mechanism": "+".join(self.mechanisms()) or "none", "kind": kind}
+        mechanisms = ["|".join(one.mechanism for one in f.alternatives()) for f in self.faults]
+        return {"mechanism": "+".join(mechanisms) or "none", "kind": kind}
 
     def summary(self) -> dict[str, Any]:
         """Public catalog fields plus the problem's mechanisms and declared targets."""
         out = super().summary()
         out["mechanisms"] = self.mechanisms()
-        out["targets"] = [f.declared for f in self.faults]
+        out["targets"] = [one.declared for f in self.faults for one in f.alternatives()]
         out["noise"] = [n.kind for n in self.noise]
         out["decoys"] = self.decoys
         return out

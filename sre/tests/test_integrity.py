@@ -99,8 +99,7 @@ class Reader(Agent):
 
 def _forbidden(spec: SreSpec) -> list[str]:
     words = {spec.id, spec.id.split("/", 1)[1], spec.title}
-    for f in spec.faults:
-        m = f.mechanism
+    for m in spec.mechanisms():
         words |= {m, m.replace("_", "-"), m.replace("_", " ")}
     return sorted(w.lower() for w in words)
 

@@ -43,7 +43,7 @@ def test_catalog_is_complete(catalog: Catalog) -> None:
     specs = [s for s in catalog.scenarios.values() if isinstance(s, SreSpec)]
     assert len(specs) >= 60
     assert len([s for s in specs if "smoke" in s.tags]) == 1
-    used = {f.mechanism for s in specs for f in s.faults}
+    used = {m for s in specs for m in s.mechanisms()}
     assert used >= set(faults.MECHANISMS), set(faults.MECHANISMS) - used
     hard = [
         s for s in specs if len(s.faults) > 1 or (s.faults and s.noise) or "metastable" in s.tags
@@ -341,8 +341,9 @@ def test_nothing_the_agent_reads_names_the_mechanism(catalog: Catalog) -> None:
         for name in names:
             assert name not in text, (spec.id, name)
         for f in spec.faults:  # type: ignore[attr-defined]
-            for target in f.declared:
-                assert target not in text, (spec.id, target)
+            for one in f.alternatives():
+                for target in one.declared:
+                    assert target not in text, (spec.id, target)
 
 
 def test_injector_code_stays_out_of_the_shop_tree() -> None:
