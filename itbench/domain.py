@@ -301,15 +301,18 @@ class Domain(ABC, Generic[SpecT, SubmissionT, EnvT]):
         """
         return self.oracle(drawn, task, toolbox)
 
-    def answer_facts(self, drawn: dict[str, Any]) -> Any:
-        """The part of a draw that a correct answer depends on, from the draw's record.
+    def answer_facts(self, published: SpecT, drawn: dict[str, Any]) -> Any:
+        """The answer a draw of ``published`` asks for, from the draw's record (JSON-able).
 
         ``probe/answer-key`` answers the public draw whose facts differ most from the trial's
         own (then the one that differs most in all), so that it passes only where the answer
-        does not depend on the draw. Two draws with equal facts must have the same answer.
-        The default is the whole record (:meth:`draw`'s second value).
+        does not depend on the draw; ``itbench validate`` reports how many distinct answers
+        public draws have and how often the commonest comes up (what a memorizer of the
+        catalog would get right). Two draws with equal facts must have the same answer. The
+        default, ``None``, says nothing: the probe then compares whole records, and
+        ``validate`` reports no spread.
         """
-        return drawn
+        return None
 
     def reference_sections(self) -> dict[str, str]:
         """Extra sections of this domain's field reference: heading to Markdown body.

@@ -16,7 +16,10 @@ _MUST = {
 
 
 def verdict(
-    spec: ScenarioSpec, by_agent: dict[str, TrialResult], agents: list[str]
+    spec: ScenarioSpec,
+    by_agent: dict[str, TrialResult],
+    agents: list[str],
+    answers: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Whether one scenario is valid: the oracle passed it, noop and every probe failed it.
 
@@ -25,6 +28,9 @@ def verdict(
     (a plain answer is public by nature). A control that asks for evidence fails the
     constant, and then the answer key must fail it too: evidence it passes is the same on
     every trial.
+
+    ``answers`` (:func:`itbench.builtin.agents.answer_spread`) is reported as it is: how
+    many distinct answers the scenario's public draws ask for and the commonest's share.
     """
     reasons = []
     constant = by_agent.get("probe/constant")
@@ -51,4 +57,5 @@ def verdict(
         **{a: statuses[a] for a in ("oracle", "noop")},
         "agents": statuses,
         "reasons": reasons,
+        "answers": answers,
     }

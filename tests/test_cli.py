@@ -73,6 +73,10 @@ def test_validate_passes_toy_catalog_and_fails_when_noop_passes(
         "toy/pick": [],
         **{f"toy/{k}": ["probe/answer-key passed it"] for k in FIXED},
     }
+    # How many answers public draws ask for: four keys for the generator, one for the rest.
+    answers = {s["id"]: s["answers"] for s in res.json()["scenarios"]}  # type: ignore[index]
+    assert answers["toy/pick"]["distinct"] == 4 and answers["toy/pick"]["commonest"] < 0.5
+    assert all(answers[f"toy/{k}"] == {"distinct": 1, "commonest": 1.0} for k in FIXED)
     assert res.returncode == 1
     # A scenario the oracle cannot solve (its "correct" value is itself invalid).
     (cat / "unsolvable.yaml").write_text(

@@ -16,7 +16,7 @@ from itbench.chat import option_specs as llm_options
 from itbench.command import CommandAgent, configure_program
 from itbench.command import configure as configure_command
 from itbench.command import option_specs as command_options
-from itbench.domain import READY_TIMEOUT_OPTION, TrialContext
+from itbench.domain import READY_TIMEOUT_OPTION, AnyDomain, TrialContext
 from itbench.human import HumanAgent
 from itbench.llm import LlmAgent
 from itbench.markers import hookimpl
@@ -82,21 +82,13 @@ class AnswerKeyProbe(Agent):
         """
         best: tuple[tuple[int, int], ScenarioSpec] | None = None
         mine = _leaves(self.trial_draw)
-        my_facts = _leaves(self.domain.answer_facts(self.trial_draw))
-        for n in range(ANSWER_KEY_DRAWS):
-            public = TrialContext(
-                trial_id="answer-key",
-                seed=n,
-                trial_dir=self.trial_dir,
-                workspace=task.workspace,
-                port_base=0,
-                port_count=0,
-                options=self.options,
-                secret=ANSWER_KEY_SECRET,
-            )
-            spec, record = self.domain.draw(self.published, public)
+        my_facts = _leaves(self.domain.answer_facts(self.published, self.trial_draw))
+        draws = public_draws(
+            self.domain, self.published, self.trial_dir, task.workspace, self.options
+        )
+        for spec, record in draws:
             theirs = _leaves(record)
-            their_facts = _leaves(self.domain.answer_facts(record))
+            their_facts = _leaves(self.domain.answer_facts(self.published, record))
             distance = (_distance(my_facts, their_facts), _distance(mine, theirs))
             if best is None or distance > best[0]:
                 best = (distance, spec)
@@ -106,6 +98,50 @@ class AnswerKeyProbe(Agent):
     def run(self, task: TaskView, toolbox: Toolbox) -> Submission | None:
         """Answer a public draw of the scenario."""
         return self.domain.answer_key(self.public_draw(task), task, toolbox)
+
+
+def public_draws(
+    domain: AnyDomain,
+    published: ScenarioSpec,
+    trial_dir: Path,
+    workspace: Path,
+    options: dict[str, Any],
+    count: int = ANSWER_KEY_DRAWS,
+) -> list[tuple[ScenarioSpec, dict[str, Any]]]:
+    """Draws of a published scenario under the public secret: what anyone can make of it."""
+    out = []
+    for n in range(count):
+        public = TrialContext(
+            trial_id="answer-key",
+            seed=n,
+            trial_dir=trial_dir,
+            workspace=workspace,
+            port_base=0,
+            port_count=0,
+            options=options,
+            secret=ANSWER_KEY_SECRET,
+        )
+        out.append(domain.draw(published, public))
+    return out
+
+
+def answer_spread(
+    domain: AnyDomain, published: ScenarioSpec, scratch: Path, count: int = 64
+) -> dict[str, Any] | None:
+    """How many distinct answers public draws of a scenario ask for, and the commonest's share.
+
+    The share is what a memorizer of the catalog gets right by giving the commonest answer
+    every time (:meth:`itbench.domain.Domain.answer_facts`); ``None`` where the domain does
+    not say what an answer depends on.
+    """
+    seen: dict[str, int] = {}
+    for _, record in public_draws(domain, published, scratch, scratch, {}, count):
+        facts = domain.answer_facts(published, record)
+        if facts is None:
+            return None
+        key = json.dumps(facts, sort_keys=True, default=str)
+        seen[key] = seen.get(key, 0) + 1
+    return {"distinct": len(seen), "commonest": round(max(seen.values()) / count, 3)}
 
 
 def _distance(mine: dict[str, str], theirs: dict[str, str]) -> int:

@@ -11,7 +11,7 @@ import click
 
 from itbench import console
 from itbench.bench import Bench
-from itbench.builtin.agents import PROBES
+from itbench.builtin.agents import PROBES, answer_spread
 from itbench.catalog import ScenarioError
 from itbench.cli.common import (
     EXIT_FAILED,
@@ -128,7 +128,16 @@ def validate(
         console.problem(f"interrupted; partial runs in {base}")
         report_problems(bench)
         sys.exit(EXIT_INTERRUPTED)
-    report = [verdict(spec, outcomes[spec.id], agents) for spec in specs]
+    with tempfile.TemporaryDirectory(prefix="itbench-answers-") as scratch:
+        report = [
+            verdict(
+                spec,
+                outcomes[spec.id],
+                agents,
+                answer_spread(bench.domains[spec.domain], spec, Path(scratch)),
+            )
+            for spec in specs
+        ]
     bad = sum(not v["valid"] for v in report)
     if as_json:
         console.print_json(
@@ -165,9 +174,17 @@ def _print_verdicts(report: list[dict[str, Any]], agents: list[str]) -> None:
         [
             str(v["id"]),
             *(str(v["agents"].get(a) or "–") for a in agents),
+            _answers(v["answers"]),
             "[green]ok[/green]" if v["valid"] else "[red]INVALID[/red]",
             "; ".join(v["reasons"])[:160],
         ]
         for v in report
     ]
-    console.table("validate", ["scenario", *agents, "verdict", "why"], rows)
+    console.table("validate", ["scenario", *agents, "answers", "verdict", "why"], rows)
+
+
+def _answers(spread: dict[str, Any] | None) -> str:
+    """Distinct answers of the public draws, and how often the commonest comes up."""
+    if not spread:
+        return "–"
+    return f"{spread['distinct']} (top {spread['commonest']:.0%})"

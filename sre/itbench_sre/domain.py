@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 from typing import Any, ClassVar
 
-from itbench_sre import agents, reference, scoring, topology
+from itbench_sre import agents, faults, reference, scoring, topology
 from itbench_sre.embedded import recorded_groups, recorded_shared, sweep, unmount_under
 from itbench_sre.environment import SreEnvironment, trial_root
 from itbench_sre.spec import TASK_TYPES, SreSpec, SreSubmission
@@ -69,12 +69,25 @@ class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
         """The public draw's diagnosis, with its reference fixes tried on the trial's shop."""
         return agents.answer_key(drawn, toolbox)
 
-    def answer_facts(self, drawn: dict[str, Any]) -> Any:
-        """The faults drawn (mechanism, target, parameters); a control's whole draw.
+    def answer_facts(self, published: SreSpec, drawn: dict[str, Any]) -> Any:
+        """Each fault's root cause and fault type, and its reference fix where one is asked.
 
-        A control's answer is its benign explanation, drawn among its noise and decoys.
+        The propagation follows from the roots. A control's answer is its benign
+        explanation, drawn among its noise and decoys: its whole draw.
         """
-        return {"faults": drawn["faults"]} if drawn.get("faults") else drawn
+        if not drawn.get("faults"):
+            return drawn
+        out = []
+        for f in drawn["faults"]:
+            mech = faults.get(f["mechanism"])
+            answer: dict[str, Any] = {
+                "root": mech.root(f["target"]),
+                "fault_type": mech.fault_type,
+            }
+            if "mitigation" in published.task_types and mech.fix is not None:
+                answer["fix"] = mech.fix(f["target"], {**mech.defaults, **f["params"]})
+            out.append(answer)
+        return out
 
     def baseline(self, task: TaskView, toolbox: Toolbox) -> SreSubmission | None:
         """The deterministic heuristic agent."""

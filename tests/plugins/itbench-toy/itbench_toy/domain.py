@@ -218,7 +218,7 @@ class ToyDomain(Domain):
         drawn = {"key": key, "decoys": decoys}
         return spec.model_copy(update={"ground_truth": truth, "candidates": []}), drawn
 
-    def answer_facts(self, drawn: dict[str, Any]) -> Any:
+    def answer_facts(self, published: ScenarioSpec, drawn: dict[str, Any]) -> Any:
         """The corrupted key alone: the decoys change nothing in the answer."""
         return {"key": drawn.get("key")}
 
