@@ -101,7 +101,7 @@ def test_draws_explore_the_declared_sets(catalog: Catalog) -> None:
     # About half the trials of a fault a rollback mends get a follow-up change after it.
     followed = sum(any(x.kind == "follow_up" for x in d.decoy_changes) for d in _draws(spec, 60))
     assert 15 < followed < 45
-    for name in ("sre/smoke-cart-bad-release", "sre/deadlock", "sre/dns-misconfiguration"):
+    for name in ("sre/smoke-cart-bad-release", "sre/deadlock", "sre/redis-down"):
         other = catalog.scenarios[name]
         assert isinstance(other, SreSpec)
         assert not any(x.kind == "follow_up" for d in _draws(other, 30) for x in d.decoy_changes)
