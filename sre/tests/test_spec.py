@@ -29,6 +29,7 @@ from itbench_sre.spec import (
 )
 from pydantic import ValidationError
 
+from itbench.builtin.agents import answer_spread
 from itbench.catalog import Catalog
 
 
@@ -586,8 +587,10 @@ def test_no_routine_change_needs_a_datastore_a_fault_stopped(catalog: Catalog) -
     spec = catalog.scenarios["sre/redis-down"]
     assert isinstance(spec, SreSpec)
     rotated = {"redis": 0, "postgres": 0}
-    for i in range(120):
+    for i in range(240):
         d = spec.concrete(random.Random(i))
+        if d.faults[0].mechanism != "datastore_down":
+            continue  # a look-alike: nothing is stopped
         stopped = d.faults[0].chosen
         rotated[stopped] += sum(
             1 for c in d.decoy_changes if c.key.startswith("postgres.") and c.value == ROTATED
@@ -610,3 +613,25 @@ def test_the_readmes_fault_table_lists_each_mechanisms_targets() -> None:
             assert all(topology.parse_edge(t) for t in mech.targets), mech.name
         else:
             assert set(re.findall(r"`([^`]+)`", cell)) == set(mech.targets), (mech.name, cell)
+
+
+#: Problems whose answer is the same on every draw, on purpose: the smoke problem of
+#: `make evaluate` (a demonstration), and two services that lost access in one change.
+FIXED_ANSWER = {"sre/smoke-cart-bad-release", "sre/correlated-credentials"}
+
+
+def test_every_problem_asks_for_more_than_one_answer(catalog: Catalog, tmp_path: Path) -> None:
+    """A memorizer of the catalog cannot give one answer that every draw of a problem asks for.
+
+    Counted as ``itbench validate`` counts it: each fault's root, fault type and, where
+    mitigation is asked, reference fix, over 64 public draws.
+    """
+    domain = SreDomain()
+    single = set()
+    for spec in catalog.scenarios.values():
+        assert isinstance(spec, SreSpec)
+        spread = answer_spread(domain, spec, tmp_path)
+        assert spread is not None
+        if spread["distinct"] < 2:
+            single.add(spec.id)
+    assert single == FIXED_ANSWER
