@@ -376,12 +376,12 @@ class Shop:
         """
         assert self.redis is not None
         blob = b"z" * SNAPSHOT_BYTES
-        n = 0
         while True:
             time.sleep(SNAPSHOT_S)
-            n += 1
+            # A key of its own each time, a restart included: what is stored only grows.
+            key = f"snap:{self.rt.instance}:{time.time_ns()}"
             try:
-                observe_datastore("redis", self.redis.set, f"snap:{self.rt.instance}:{n}", blob)
+                observe_datastore("redis", self.redis.set, key, blob)
             except Exception:  # Redis refuses or is away: the next snapshot tries again
                 continue
 
