@@ -31,7 +31,7 @@ from itbench.cli.params import (
     plugin_flags,
     run_options,
 )
-from itbench.models import RunConfig, TrialResult
+from itbench.models import RunConfig, ScenarioSpec, TrialResult
 from itbench.validation import verdict
 
 
@@ -134,7 +134,7 @@ def validate(
                 spec,
                 outcomes[spec.id],
                 agents,
-                answer_spread(bench.domains[spec.domain], spec, Path(scratch)),
+                _spread(bench, spec, Path(scratch)),
             )
             for spec in specs
         ]
@@ -181,6 +181,15 @@ def _print_verdicts(report: list[dict[str, Any]], agents: list[str]) -> None:
         for v in report
     ]
     console.table("validate", ["scenario", *agents, "answers", "verdict", "why"], rows)
+
+
+def _spread(bench: Bench, spec: ScenarioSpec, scratch: Path) -> dict[str, Any] | None:
+    """The scenario's answer spread; none, with a warning, when its domain cannot draw it."""
+    try:
+        return answer_spread(bench.domains[spec.domain], spec, scratch)
+    except Exception as exc:  # a plugin domain's draw: the verdicts stand without it
+        console.problem(f"{spec.id}: no answer spread ({type(exc).__name__}: {exc})")
+        return None
 
 
 def _answers(spread: dict[str, Any] | None) -> str:

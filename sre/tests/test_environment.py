@@ -295,3 +295,61 @@ def test_memory_and_cpu_limits_below_what_a_service_needs_are_enforced_by_the_ke
         )
         assert limits("currency-0")["max_threads"] == running // 2
     assert not any(groups.dir(c).exists() for c in ("memory", "cpu", "pids"))
+
+
+def test_a_full_redis_and_a_held_lock_are_a_clients_doing_and_only_its_flag_ends_them(
+    domain: SreDomain, catalog: Catalog, tmp_path: Path
+) -> None:
+    """The culprit of a full Redis or a locked table is one client, and a restart is no fix.
+
+    A snapshot writer keeps writing once Redis has room again; a lock holder takes its lock
+    again when restarted. Switching the client's flag off ends either.
+    """
+    spec = catalog.scenarios["sre/control-quiet"]
+    assert isinstance(spec, SreSpec)
+    with live(domain, spec, tmp_path) as env:
+        env.setup()
+        box = Toolbox.of(env.tools())
+
+        def rate(job: str, outcome: str) -> float:
+            promql = (
+                f'sum(rate(upstream_requests_total{{job="{job}",upstream="redis",'
+                f'outcome="{outcome}"}}[5s]))'
+            )
+            rows = box.call("query", promql=promql)
+            return float(rows[0]["value"][1]) if rows else 0.0
+
+        # Redis filled by checkout's snapshots: cart's writes fail, checkout's writes fail
+        # several times a second.
+        mech = faults.get("redis_oom")
+        name = env.shop.flag_name("checkout", "redis_snapshots")
+        params = {**mech.defaults, "flag_name": name}
+        env.shop.apply(mech.inject(env.shop, "checkout", params))
+        [full] = mech.signature("checkout", params)
+        assert _wait(lambda: env.holds(full), 40)
+        assert _wait(lambda: rate("checkout", "error") > 2, 20)
+        # More room alone: the snapshots land again, and keep landing.
+        box.call("edit_config", entity="redis", set={"maxmemory": "256mb"})
+        box.call("restart", target="redis")
+        assert _wait(lambda: rate("checkout", "ok") > 2, 30)
+        assert _wait(lambda: not env.holds(full), 30)
+        # The flag off: checkout stops writing snapshots.
+        box.call("edit_config", entity="checkout", set={f"flags.{name}": False})
+        box.call("restart", target="checkout")
+        assert _wait(lambda: rate("checkout", "ok") + rate("checkout", "error") < 1, 30)
+
+        # notification keeps `products` locked: catalog's reads wait and fail.
+        mech = faults.get("pg_slow_query")
+        name = env.shop.flag_name("notification", "lock_products")
+        params = {**mech.defaults, "flag": "lock_products", "flag_name": name}
+        env.shop.apply(mech.inject(env.shop, "notification", params))
+        [waits] = mech.signature("notification", params)
+        assert _wait(lambda: env.holds(waits), 40)
+        # Restarting the holder, or the database, takes the lock again.
+        box.call("restart", target="notification")
+        box.call("restart", target="postgres")
+        time.sleep(8)
+        assert _wait(lambda: env.holds(waits), 20)
+        box.call("edit_config", entity="notification", set={f"flags.{name}": False})
+        box.call("restart", target="notification")
+        assert _wait(lambda: not env.holds(waits), 40)
