@@ -70,7 +70,7 @@ class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
         return agents.answer_key(drawn, toolbox)
 
     def answer_facts(self, published: SreSpec, drawn: dict[str, Any]) -> Any:
-        """Each fault's root cause and fault type, and its reference fix where one is asked.
+        """Each fault's root cause, and its fault type and reference fix where they are asked.
 
         The propagation follows from the roots. A control's answer is its benign
         explanation, drawn among its noise and decoys: its whole draw.
@@ -80,10 +80,9 @@ class SreDomain(Domain[SreSpec, SreSubmission, SreEnvironment]):
         out = []
         for f in drawn["faults"]:
             mech = faults.get(f["mechanism"])
-            answer: dict[str, Any] = {
-                "root": mech.root(f["target"]),
-                "fault_type": mech.fault_type,
-            }
+            answer: dict[str, Any] = {"root": mech.root(f["target"])}
+            if "diagnosis" in published.task_types:
+                answer["fault_type"] = mech.fault_type
             if "mitigation" in published.task_types and mech.fix is not None:
                 answer["fix"] = mech.fix(f["target"], {**mech.defaults, **f["params"]})
             out.append(answer)
