@@ -317,7 +317,7 @@ def test_a_full_redis_and_a_held_lock_are_a_clients_doing_and_only_its_flag_ends
                 f'outcome="{outcome}"}}[5s]))'
             )
             rows = box.call("query", promql=promql)
-            return float(rows[0]["value"][1]) if rows else 0.0
+            return float(rows[0]["value"]) if rows else 0.0
 
         # Redis filled by checkout's snapshots: cart's writes fail, checkout's writes fail
         # several times a second.
