@@ -457,6 +457,11 @@ def _fill_redis(shop: EmbeddedShop, target: str, params: dict[str, Any]) -> Chan
     )
 
 
+def _targets_with(*flags: str) -> tuple[str, ...]:
+    """The services that have every one of ``flags`` (flags with a fault behind them)."""
+    return tuple(s for s, have in topology.FLAGS.items() if all(f in have for f in flags))
+
+
 def _flags_of(kind: dict[str, tuple[str, ...]]) -> Callable[[str], tuple[str, ...]]:
     """The flags of each target whose code paths have one effect (errors, CPU, memory)."""
 

@@ -30,6 +30,7 @@ from itbench_sre.faults.base import (
     _same,
     _set_and_restart,
     _small_pool,
+    _targets_with,
     errors_of,
 )
 
@@ -74,11 +75,7 @@ _register(
 
 
 #: The Redis clients that can store snapshots there (each has the feature behind a flag).
-_SNAPSHOT_WRITERS = tuple(
-    s.name
-    for s in topology.SERVICES
-    if "redis" in s.upstreams and "redis_snapshots" in topology.FLAGS.get(s.name, ())
-)
+_SNAPSHOT_WRITERS = _targets_with("redis_snapshots")
 _SNAPSHOT_FLAGS = _flags_of({t: ("redis_snapshots",) for t in _SNAPSHOT_WRITERS})
 
 
@@ -150,12 +147,7 @@ _register(
 #: The service whose requests wait on each table a service may keep locked.
 _TABLE_USER = {"products": "catalog", "orders": "checkout"}
 #: The services that can keep a table locked (each has the feature behind a flag per table).
-_LOCK_HOLDERS = tuple(
-    s.name
-    for s in topology.SERVICES
-    if "postgres" in s.upstreams
-    and all(f"lock_{t}" in topology.FLAGS.get(s.name, ()) for t in _TABLE_USER)
-)
+_LOCK_HOLDERS = _targets_with(*(f"lock_{table}" for table in _TABLE_USER))
 
 
 def _locked_table(params: dict[str, Any]) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from itbench_sre import topology
 from itbench_sre.backend import ChangeSet
 from itbench_sre.embedded import EmbeddedShop
 from itbench_sre.faults.base import (
@@ -37,6 +36,7 @@ from itbench_sre.faults.base import (
     _rollback,
     _running_instances,
     _same,
+    _targets_with,
     _wrong_password,
     _wrong_upstream,
     errors_of,
@@ -245,10 +245,6 @@ _register(
         summary="Deploys a lapsed TLS certificate: the service's callers fail the handshake.",
     )
 )
-
-
-def _targets_with(flag: str) -> tuple[str, ...]:
-    return tuple(s for s, flags in topology.FLAGS.items() if flag in flags)
 
 
 _register(
